@@ -1,0 +1,57 @@
+# postcopy-ram-hgm: a QEMU 10.0 patch series and the tooling around it.
+# 'make' builds, 'make check' tests; see README.md.
+
+SHELL := /bin/bash
+TOP := $(abspath .)
+
+# Where the pinned QEMU source package is cached (see scripts/get-source).
+ifeq ($(origin QEMU_SOURCE_CACHE),undefined)
+QEMU_SOURCE_CACHE := $(if $(wildcard $(TOP)/../shared/qemu-source/SHA256SUMS),$(abspath $(TOP)/../shared/qemu-source),$(HOME)/.cache/qemu-hgm/source)
+endif
+export QEMU_SOURCE_CACHE QEMU_SRC
+
+.PHONY: all deps need-deps tree export build check check-series host-setup \
+        clean distclean help
+
+all: build
+
+help:
+	@echo "make               install what is missing (root), get the source, make build/qemu, build"
+	@echo "make check         build, then checkpatch + QEMU's postcopy qtests + the project's tests"
+	@echo "make tree          (re)create build/qemu: 'upstream' + one commit per patch"
+	@echo "make export        write the commits after 'upstream' into patches/"
+	@echo "make check-series  build after each patch of the series (bisectability)"
+	@echo "make host-setup    reserve huge pages, mount hugetlbfs and a THP tmpfs (root)"
+	@echo "make deps          install the build dependencies (root)"
+
+deps:
+	@scripts/deps
+
+need-deps:
+	@scripts/deps --check >/dev/null || scripts/deps
+
+tree: need-deps
+	@scripts/tree
+
+export:
+	@scripts/export
+
+build: tree
+	@scripts/build
+
+check: build
+	@scripts/check
+
+check-series: need-deps
+	@scripts/check-series
+
+host-setup:
+	@scripts/host-setup
+
+clean:
+	rm -rf build/obj build/obj.configure.log build/series-obj
+
+distclean:
+	@if [ -d build/qemu/.git ] && [ -n "$$(git -C build/qemu status --porcelain)" ]; then \
+		echo "distclean: build/qemu has uncommitted changes; commit and 'make export' first" >&2; exit 1; fi
+	rm -rf build
