@@ -52,6 +52,5 @@ clean:
 	rm -rf build/obj build/obj.configure.log build/series-obj
 
 distclean:
-	@if [ -d build/qemu/.git ] && [ -n "$$(git -C build/qemu status --porcelain)" ]; then \
-		echo "distclean: build/qemu has uncommitted changes; commit and 'make export' first" >&2; exit 1; fi
+	@scripts/tree --check-clean
 	rm -rf build
