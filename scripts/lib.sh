@@ -38,10 +38,10 @@ patch_hashes() {
 # True when every patch in DIR is also in one of the other directories.
 all_known() {
     local dir=$1; shift
-    local h
-    for h in $(patch_hashes "$dir"); do
-        patch_hashes "$@" | grep -qx "$h" || return 1
-    done
+    local known
+    known=$(patch_hashes "$@")
+    # comm -23: hashes in $dir that are not known
+    [ -z "$(comm -23 <(patch_hashes "$dir") <(printf '%s\n' "$known" | sed '/^$/d'))" ]
 }
 
 # Same content in the two series directories (series file and patches)?
