@@ -11,7 +11,7 @@ endif
 export QEMU_SOURCE_CACHE QEMU_SRC
 
 .PHONY: all deps need-deps tree export build check check-series host-setup \
-        clean distclean help
+        soak clean distclean help
 
 all: build
 
@@ -21,6 +21,7 @@ help:
 	@echo "make tree          (re)create build/qemu: 'upstream' + one commit per patch"
 	@echo "make export        write the commits after 'upstream' into patches/"
 	@echo "make check-series  build after each patch of the series (bisectability)"
+	@echo "make soak          20 back-to-back postcopy migrations with HGM (HGM_SOAK_ROUNDS)"
 	@echo "make host-setup    reserve huge pages, mount hugetlbfs and a THP tmpfs (root)"
 	@echo "make deps          install the build dependencies (root)"
 
@@ -41,6 +42,9 @@ build: tree
 
 check: build
 	@scripts/check
+
+soak: build
+	@scripts/soak
 
 check-series: need-deps
 	@scripts/check-series
