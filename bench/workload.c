@@ -1,0 +1,262 @@
+/*
+ * Guest workload for the postcopy benchmark: it owns a working set of
+ * 4 KiB pages with a verifiable pattern and keeps accessing them (read,
+ * verify, write), timing every access.  A line on stdin (the serial
+ * console: the benchmark sends one just before the switchover) arms it;
+ * the next pause of the whole VM (the switchover), seen as a gap in a
+ * ticking thread, starts a new epoch.  In each epoch it keeps the
+ * latency of the first access to each page, which is where postcopy
+ * stalls a vCPU.  It reports JSON lines on stdout (the serial console):
+ *
+ *   {"ready": ...}            after filling the working set
+ *   {"epoch": E, ...}         every second: the first-touch latency
+ *                             histogram of epoch E so far (log2 buckets
+ *                             of microseconds, 24 of them as QEMU's
+ *                             postcopy-latency-dist), accesses, and
+ *                             pages found corrupted
+ *   {"done": ...}             at the end
+ *
+ * Usage: workload MIB MODE THREADS SECONDS
+ *   MODE: random (uniform over all pages), seq (each thread walks its
+ *   pages in order), hot (90 % of accesses to a tenth of the pages).
+ *   Thread T owns the pages whose index is T modulo THREADS, so that the
+ *   threads touch neighbouring 4 KiB pieces of the same huge pages.
+ *
+ * Copyright (c) 2026 The postcopy-ram-hgm authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PAGE 4096
+#define WORDS (PAGE / 8)
+#define BUCKETS 24
+
+static uint64_t *mem;
+static uint32_t *version;               /* per page, owned by its thread */
+static uint64_t npages;
+static unsigned nthreads;
+static enum { RANDOM, SEQ, HOT } mode;
+static atomic_int epoch, armed;
+static _Atomic uint8_t *touched_epoch;  /* per page: last epoch touched */
+static atomic_uint_fast64_t hist[BUCKETS];
+static atomic_uint_fast64_t first_touches, accesses, corrupt, max_ns;
+static atomic_int stop;
+#define MAX_THREADS 64
+static atomic_uint_fast64_t per_thread[MAX_THREADS];
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static inline uint64_t pattern(uint64_t page, unsigned w, uint32_t v)
+{
+    return ((page << 12 | w) * 0x9e3779b97f4a7c15ull) ^ v;
+}
+
+static unsigned bucket(uint64_t ns)
+{
+    uint64_t us = ns / 1000;
+    unsigned b = 0;
+
+    while (us > 1 && b < BUCKETS - 1) {
+        us >>= 1;
+        b++;
+    }
+    return b;
+}
+
+/* Read and check page @p, then write its next version */
+static void access_page(uint64_t p)
+{
+    uint64_t *w = mem + p * WORDS;
+    uint32_t v = version[p];
+    int e0 = atomic_load(&epoch), bad = 0, e;
+    uint64_t t0 = now_ns(), t1;
+
+    for (unsigned i = 0; i < WORDS; i++) {
+        bad |= w[i] != pattern(p, i, v);
+    }
+    for (unsigned i = 0; i < WORDS; i++) {
+        w[i] = pattern(p, i, v + 1);
+    }
+    version[p] = v + 1;
+    t1 = now_ns();
+
+    e = atomic_load(&epoch);
+    if (bad) {
+        atomic_fetch_add(&corrupt, 1);
+    }
+    atomic_fetch_add(&accesses, 1);
+    /* An access that spans the switchover pause is not a stall */
+    if (e == e0 &&
+        atomic_exchange(&touched_epoch[p], (uint8_t)e) != (uint8_t)e) {
+        uint64_t ns = t1 - t0, m = atomic_load(&max_ns);
+
+        atomic_fetch_add(&hist[bucket(ns)], 1);
+        atomic_fetch_add(&first_touches, 1);
+        while (ns > m && !atomic_compare_exchange_weak(&max_ns, &m, ns)) {
+        }
+    }
+}
+
+static void *worker(void *opaque)
+{
+    unsigned t = (uintptr_t)opaque;
+    uint64_t mine = (npages - t + nthreads - 1) / nthreads;
+    uint64_t x = 0x12345678u + t * 7919, i = 0;
+
+    while (!atomic_load(&stop)) {
+        uint64_t k;
+
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        switch (mode) {
+        case SEQ:
+            k = i++ % mine;
+            break;
+        case HOT:
+            k = (x % 10) ? (x >> 8) % (mine / 10 + 1) : (x >> 8) % mine;
+            break;
+        default:
+            k = (x >> 8) % mine;
+        }
+        access_page(k * nthreads + t);
+        atomic_fetch_add(&per_thread[t], 1);
+    }
+    return NULL;
+}
+
+/* A line on stdin arms the switchover detection */
+static void *epoch_reader(void *opaque)
+{
+    char c;
+
+    while (read(0, &c, 1) == 1) {
+        if (c == '\n') {
+            atomic_store(&armed, 1);
+            printf("{\"armed\": %d}\n", atomic_load(&epoch));
+            fflush(stdout);
+        }
+    }
+    return NULL;
+}
+
+/* Armed, a gap of 20 ms in a 1 ms tick is the VM pause: a new epoch */
+static void *ticker(void *opaque)
+{
+    uint64_t last = now_ns();
+
+    while (!atomic_load(&stop)) {
+        uint64_t t;
+
+        usleep(1000);
+        t = now_ns();
+        if (atomic_load(&armed) && t - last > 20 * 1000 * 1000) {
+            for (int b = 0; b < BUCKETS; b++) {
+                atomic_store(&hist[b], 0);
+            }
+            atomic_store(&first_touches, 0);
+            atomic_store(&max_ns, 0);
+            atomic_store(&armed, 0);
+            atomic_fetch_add(&epoch, 1);
+        }
+        last = t;
+    }
+    return NULL;
+}
+
+static void report(const char *kind, double secs)
+{
+    printf("{\"%s\": %.1f, \"epoch\": %d, \"accesses\": %llu,"
+           " \"first_touches\": %llu, \"corrupt\": %llu, \"max_us\": %llu,"
+           " \"hist_us_log2\": [", kind, secs, atomic_load(&epoch),
+           (unsigned long long)atomic_load(&accesses),
+           (unsigned long long)atomic_load(&first_touches),
+           (unsigned long long)atomic_load(&corrupt),
+           (unsigned long long)atomic_load(&max_ns) / 1000);
+    for (int b = 0; b < BUCKETS; b++) {
+        printf("%s%llu", b ? ", " : "",
+               (unsigned long long)atomic_load(&hist[b]));
+    }
+    printf("], \"per_thread\": [");
+    for (unsigned t = 0; t < nthreads; t++) {
+        printf("%s%llu", t ? ", " : "",
+               (unsigned long long)atomic_load(&per_thread[t]));
+    }
+    printf("]}\n");
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t mib, t0;
+    unsigned seconds;
+    pthread_t *th, reader, tick;
+
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s MIB random|seq|hot THREADS SECONDS\n",
+                argv[0]);
+        return 2;
+    }
+    mib = strtoull(argv[1], NULL, 0);
+    mode = !strcmp(argv[2], "seq") ? SEQ : !strcmp(argv[2], "hot") ? HOT
+                                                                  : RANDOM;
+    nthreads = atoi(argv[3]);
+    seconds = atoi(argv[4]);
+    npages = mib * 1024 * 1024 / PAGE;
+    if (!npages || !nthreads || nthreads > MAX_THREADS ||
+        npages < nthreads * 10) {
+        fprintf(stderr, "workload: working set too small\n");
+        return 2;
+    }
+    mem = mmap(NULL, npages * PAGE, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    version = calloc(npages, sizeof(*version));
+    touched_epoch = calloc(npages, 1);
+    th = calloc(nthreads, sizeof(*th));
+    if (mem == MAP_FAILED || !version || !touched_epoch || !th) {
+        perror("workload: allocation");
+        return 1;
+    }
+    t0 = now_ns();
+    for (uint64_t p = 0; p < npages; p++) {
+        for (unsigned i = 0; i < WORDS; i++) {
+            mem[p * WORDS + i] = pattern(p, i, 0);
+        }
+    }
+    printf("{\"ready\": %.1f, \"pages\": %llu, \"threads\": %u,"
+           " \"mode\": \"%s\"}\n", (now_ns() - t0) / 1e9,
+           (unsigned long long)npages, nthreads, argv[2]);
+    fflush(stdout);
+
+    pthread_create(&reader, NULL, epoch_reader, NULL);
+    pthread_create(&tick, NULL, ticker, NULL);
+    t0 = now_ns();
+    for (unsigned t = 0; t < nthreads; t++) {
+        pthread_create(&th[t], NULL, worker, (void *)(uintptr_t)t);
+    }
+    while ((now_ns() - t0) / 1000000000ull < seconds) {
+        usleep(1000 * 1000);
+        report("t", (now_ns() - t0) / 1e9);
+    }
+    atomic_store(&stop, 1);
+    for (unsigned t = 0; t < nthreads; t++) {
+        pthread_join(th[t], NULL);
+    }
+    report("done", (now_ns() - t0) / 1e9);
+    return 0;
+}
