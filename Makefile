@@ -11,7 +11,7 @@ endif
 export QEMU_SOURCE_CACHE QEMU_SRC
 
 .PHONY: all deps need-deps tree export build check check-series host-setup \
-        soak clean distclean help
+        soak bench demo guest clean distclean help
 
 all: build
 
@@ -22,6 +22,8 @@ help:
 	@echo "make export        write the commits after 'upstream' into patches/"
 	@echo "make check-series  build after each patch of the series (bisectability)"
 	@echo "make soak          20 back-to-back postcopy migrations with HGM (HGM_SOAK_ROUNDS)"
+	@echo "make bench         the benchmark: HGM against today's postcopy (root; BENCH_ARGS)"
+	@echo "make demo          a short side by side on a fresh machine, in one command (root)"
 	@echo "make host-setup    reserve huge pages, mount hugetlbfs and a THP tmpfs (root)"
 	@echo "make deps          install the build dependencies (root)"
 
@@ -45,6 +47,17 @@ check: build
 
 soak: build
 	@scripts/soak
+
+guest: need-deps
+	@scripts/guest-build
+
+bench: build guest
+	@python3 bench/run.py $(BENCH_ARGS)
+
+demo: build guest host-setup
+	@python3 bench/run.py --scenarios hugetlbfs-2m,thp,thp-hgm --preempt off \
+	    --network loopback --guest-mb 512 --workload-mb 256 --precopy-secs 3 \
+	    --out $(TOP)/build/demo
 
 check-series: need-deps
 	@scripts/check-series
