@@ -340,11 +340,19 @@ class Net:
     def __init__(self, kind, rate, delay_us):
         self.kind, self.rate, self.delay_us = kind, rate, delay_us
         self.ns = []
+        self.qdisc = None
 
     def __enter__(self):
         if self.kind == "loopback":
             self.src_prefix, self.dst_prefix, self.addr = [], [], "127.0.0.1"
             return self
+        try:
+            return self._setup()
+        except Exception:
+            self.__exit__()
+            raise
+
+    def _setup(self):
         tag = "hgmb%d" % os.getpid()
         self.ns = [tag + "s", tag + "d"]
         sh = lambda *a: subprocess.run(a, check=True, capture_output=True)
@@ -357,9 +365,17 @@ class Net:
             sh("ip", "-n", ns, "addr", "add", ip + "/24", "dev", dev)
             sh("ip", "-n", ns, "link", "set", dev, "up")
             sh("ip", "-n", ns, "link", "set", "lo", "up")
-            sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev,
-               "root", "netem", "rate", self.rate,
-               "delay", "%dus" % self.delay_us, "limit", "100000")
+            tc = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev,
+                  "root"]
+            if subprocess.run(tc + ["netem", "rate", self.rate, "delay",
+                                    "%dus" % self.delay_us, "limit", "100000"],
+                              capture_output=True).returncode == 0:
+                self.qdisc = "netem"
+            else:
+                # No netem in this kernel: shape the rate only, with tbf
+                sh(*(tc + ["tbf", "rate", self.rate, "burst", "4mb",
+                           "latency", "50ms"]))
+                self.qdisc = "tbf"
         self.src_prefix = ["ip", "netns", "exec", self.ns[0]]
         self.dst_prefix = ["ip", "netns", "exec", self.ns[1]]
         self.addr = "10.99.0.2"
@@ -372,6 +388,9 @@ class Net:
     def label(self):
         if self.kind == "loopback":
             return "loopback"
+        if self.qdisc == "tbf":
+            return "veth %s (tbf; no netem in this kernel, so no delay)" % (
+                self.rate)
         return "veth %s, %d us each way" % (self.rate, self.delay_us)
 
 
@@ -449,9 +468,12 @@ def run_one(sc, preempt, net, args, accel, tag):
                 + (["postcopy-blocktime"] if dst else [])
             q.cmd("migrate-set-capabilities", capabilities=[
                 {"capability": c, "state": True} for c in caps])
-        # Never converge in precopy: postcopy must do the work
-        sq.cmd("migrate-set-parameters", **{"max-bandwidth": 10 ** 11,
-                                            "downtime-limit": 1})
+        # Precopy slower than the guest dirties memory, so that it never
+        # converges and postcopy does the rest; postcopy at the link speed
+        sq.cmd("migrate-set-parameters", **{
+            "max-bandwidth": args.precopy_bandwidth_mb * MIB,
+            "max-postcopy-bandwidth": args.bandwidth_mb * MIB,
+            "downtime-limit": 1})
         dq.cmd("migrate-incoming", uri="tcp:%s:0" % net.addr)
         port = dq.cmd("query-migrate")["socket-address"][0]["port"]
         ready = ss.wait("ready", 120)
@@ -460,15 +482,21 @@ def run_one(sc, preempt, net, args, accel, tag):
         t0 = time.time()
         sq.cmd("migrate", uri="tcp:%s:%s" % (net.addr, port))
         time.sleep(args.precopy_secs)
+        status = sq.cmd("query-migrate")["status"]
+        if status != "active":
+            raise RuntimeError("precopy is %s, not active, after %d s"
+                               % (status, args.precopy_secs))
         # Arm the guest's switchover detection, then switch
         ss.send("\n")
-        ss.wait("armed", 10)
+        ss.wait("armed", 60)
         t_switch = time.time()
         sq.cmd("migrate-start-postcopy")
         info = wait_status(sq, ("completed", "failed"), args.timeout)
         t_done = time.time()
         if info["status"] != "completed":
             raise RuntimeError("migration failed: %s" % info.get("error-desc"))
+        # Postcopy is over: the guest stops counting first touches
+        ds.send("\n")
         dpid = qemu_pid(dp)
         res["huge_at_completion"] = huge_share(dpid, dpath, args.guest_mb)
         time.sleep(max(0, t_done + 1 - time.time()))
@@ -489,12 +517,24 @@ def run_one(sc, preempt, net, args, accel, tag):
             "dst_stats": {k: v for k, v in dinfo.items()
                           if k.startswith("postcopy")},
         })
+        # QEMU's own per fault latencies (postcopy-blocktime): all faults,
+        # those resolved locally (HGM) included
+        fstats = dinfo.get("postcopy-fault-stats")
+        if fstats:
+            fault_hist = [sum(x) for x in zip(*(f["latency-dist"]
+                                                for f in fstats))]
+            res.update({
+                "qemu_faults": {f["resolution"]: f["faults"] for f in fstats},
+                "qemu_fault_hist_us_log2": fault_hist,
+                "qemu_fault_p50_us": percentile(fault_hist, 0.5),
+                "qemu_fault_p99_us": percentile(fault_hist, 0.99),
+            })
         if res["postcopy_s"] > 0 and ram.get("postcopy-bytes"):
             res["postcopy_mbps"] = round(ram["postcopy-bytes"] / MIB /
                                          res["postcopy_s"], 1)
-        # The guest's report of the postcopy epoch, once it is stable
-        ds.wait("t", 30, lambda o: o.get("epoch", 0) >= 1)
-        time.sleep(2)
+        # The guest's report of the postcopy epoch, once it is closed
+        ds.wait("closed", 60)
+        time.sleep(1.5)
         g = ds.last("t")
         hist = g["hist_us_log2"]
         # Every vCPU thread of the workload still makes progress
@@ -527,6 +567,12 @@ def run_one(sc, preempt, net, args, accel, tag):
                 pass
         if os.environ.get("HGM_BENCH_KEEP"):
             res["workdir"] = work
+            for side, ser in (("src", locals().get("ss")),
+                              ("dst", locals().get("ds"))):
+                if ser:
+                    with open(os.path.join(work, side + ".serial.txt"), "w") as f:
+                        for t, o in ser.lines:
+                            f.write("%.3f %s\n" % (t, json.dumps(o)))
         else:
             shutil.rmtree(work, ignore_errors=True)
     return res
@@ -566,19 +612,25 @@ def markdown(doc):
     out = ["Postcopy benchmark, %s on %s (%s, accelerator %s: %s)." % (
         doc["date"], doc["host"], doc["kernel"], doc["accel"],
         doc["accel_reason"]),
-        "", "Guest %d MiB, workload %d MiB %s over %d vCPUs; precopy %d s,"
-        " then postcopy.  Stalls: latency of the first access to each 4 KiB"
-        " page after the switchover, measured in the guest (log2 buckets,"
-        " percentiles interpolated inside a bucket)." % (
+        "", "Guest %d MiB, workload %d MiB %s over %d vCPUs; precopy %d s at"
+        " %d MiB/s (below the guest's dirty rate), then postcopy at up to %d"
+        " MiB/s.  *Fault* columns: QEMU's latency of every page fault during"
+        " postcopy, from the fault to the page in place (postcopy-fault-stats,"
+        " local HGM resolutions included), with how many faults there were."
+        "  *First touch* columns: latency of the first access to each 4 KiB"
+        " page during postcopy, measured in the guest (most pages are there"
+        " already when first touched).  Log2 buckets, percentiles"
+        " interpolated inside a bucket." % (
             doc["guest_mb"], doc["workload_mb"], doc["mode"], doc["vcpus"],
-            doc["precopy_secs"]), "",
-        "| scenario | preempt | network | stall p50 | stall p99 | stall max |"
-        " postcopy | MiB/s | downtime | requests | huge at end / 1 s / 5 s |"
-        " corrupt |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            doc["precopy_secs"], doc["precopy_bandwidth_mb"],
+            doc["bandwidth_mb"]), "",
+        "| scenario | preempt | network | faults | fault p50 | fault p99 |"
+        " first touch p50 / p99 / max | vCPU blocktime | postcopy | MiB/s |"
+        " downtime | huge at end / 1 s / 5 s | corrupt |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in doc["results"]:
         if "skipped" in r or "error" in r:
-            out.append("| %s | %s | %s | %s |||||||||" % (
+            out.append("| %s | %s | %s | %s ||||||||||" % (
                 r["label"], "on" if r["preempt"] else "off", r["network"],
                 "not run: " + r["skipped"] if "skipped" in r
                 else "failed: " + r["error"]))
@@ -586,14 +638,21 @@ def markdown(doc):
         hs = "/".join(fmt(None if r.get(k) is None else 100 * r[k], "%")
                       for k in ("huge_at_completion", "huge_after_1s",
                                 "huge_after_5s"))
-        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |"
+        faults = r.get("qemu_faults") or {}
+        nf = ", ".join("%d %s" % (n, k) for k, n in faults.items() if n) or "0"
+        bt = (r.get("dst_stats") or {}).get("postcopy-vcpu-blocktime")
+        out.append("| %s | %s | %s | %s | %s | %s | %s / %s / %s | %s | %s | %s"
+                   " | %s | %s | %s |"
                    % (r["label"], "on" if r["preempt"] else "off", r["network"],
+                      nf, fmt(r.get("qemu_fault_p50_us"), " µs", 0),
+                      fmt(r.get("qemu_fault_p99_us"), " µs", 0),
                       fmt(r["stall_p50_us"], " µs", 1),
                       fmt(r["stall_p99_us"], " µs", 0),
                       fmt(r["stall_max_us"], " µs"),
+                      "-" if bt is None else "/".join("%d" % b for b in bt)
+                      + " ms",
                       fmt(r["postcopy_s"], " s", 2), fmt(r.get("postcopy_mbps")),
-                      fmt(r["downtime_ms"], " ms"),
-                      fmt(r["postcopy_requests"]), hs, r["corrupt"]))
+                      fmt(r["downtime_ms"], " ms"), hs, r["corrupt"]))
     return "\n".join(out) + "\n"
 
 
@@ -605,7 +664,7 @@ def plot(doc, png):
     work = tempfile.mkdtemp(prefix="hgm-bench-plot-")
     plots = []
     for i, r in enumerate(doc["results"]):
-        hist = r.get("stall_hist_us_log2")
+        hist = r.get("qemu_fault_hist_us_log2")
         if not hist or not sum(hist):
             continue
         total, seen = sum(hist), 0
@@ -625,8 +684,8 @@ def plot(doc, png):
             [gp, "-e", "set terminal"], capture_output=True, text=True).stderr
         else "set terminal png size 1200,700",
         "set output '%s'" % png, "set logscale x 2",
-        "set xlabel 'first-touch latency after the switchover (us, log2 buckets)'",
-        "set ylabel 'share of first touches'", "set key bottom right",
+        "set xlabel 'page fault latency during postcopy (us, log2 buckets)'",
+        "set ylabel 'share of faults'", "set key bottom right",
         "set grid", "set yrange [0:1]",
         "plot " + ", ".join(plots)])
     subprocess.run([gp], input=script, text=True, check=True)
@@ -679,11 +738,18 @@ def concurrency_rounds(args, sc):
 
 
 def main():
+    # Stopped from outside: clean up (QEMUs, mounts, huge pages) all the same
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS))
     ap.add_argument("--preempt", default="off,on")
     ap.add_argument("--network", default="loopback,netem")
     ap.add_argument("--rate", default="10gbit")
+    ap.add_argument("--bandwidth-mb", type=int, default=1192,
+                    help="max-postcopy-bandwidth, MiB/s (default 10 Gbit/s)")
+    ap.add_argument("--precopy-bandwidth-mb", type=int, default=64,
+                    help="max-bandwidth during precopy, MiB/s: below the"
+                    " guest's dirty rate, so that postcopy has work")
     ap.add_argument("--delay-us", type=int, default=50)
     ap.add_argument("--guest-mb", type=int, default=1024)
     ap.add_argument("--workload-mb", type=int, default=512)
@@ -749,6 +815,8 @@ def main():
                 with net:
                     r = run_one(sc, preempt, net, args, accel,
                                 "%d-%d" % (os.getpid(), i))
+                    print(" [%s]" % net.label() if net.qdisc else "", end="",
+                          flush=True)
             except Skip as e:
                 r = {"scenario": sc.name, "label": sc.label, "hgm": sc.hgm,
                      "preempt": preempt, "network": net.label(),
@@ -763,9 +831,10 @@ def main():
             elif "error" in r:
                 print(" FAILED: " + r["error"], flush=True)
             else:
-                print(" p50 %s us, p99 %s us, postcopy %.2f s, huge %s (%.0f s)"
-                      % (fmt(r["stall_p50_us"], "", 1),
-                         fmt(r["stall_p99_us"]), r["postcopy_s"],
+                print(" faults p50 %s us, p99 %s us, postcopy %.2f s, huge %s"
+                      " (%.0f s)"
+                      % (fmt(r.get("qemu_fault_p50_us"), "", 0),
+                         fmt(r.get("qemu_fault_p99_us")), r["postcopy_s"],
                          fmt(None if r["huge_after_1s"] is None
                              else 100 * r["huge_after_1s"], "%"),
                          time.time() - t), flush=True)
@@ -784,6 +853,8 @@ def main():
            "accel_reason": why, "guest_mb": args.guest_mb,
            "workload_mb": args.workload_mb, "mode": args.mode,
            "vcpus": args.vcpus, "precopy_secs": args.precopy_secs,
+           "precopy_bandwidth_mb": args.precopy_bandwidth_mb,
+           "bandwidth_mb": args.bandwidth_mb,
            "hgm_kernel": kernel_splits_hugetlb(), "results": results}
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, "%s-%s" % (now.strftime("%Y-%m-%d"), host))

@@ -4,9 +4,11 @@
  * verify, write), timing every access.  A line on stdin (the serial
  * console: the benchmark sends one just before the switchover) arms it;
  * the next pause of the whole VM (the switchover), seen as a gap in a
- * ticking thread, starts a new epoch.  In each epoch it keeps the
- * latency of the first access to each page, which is where postcopy
- * stalls a vCPU.  It reports JSON lines on stdout (the serial console):
+ * ticking thread, starts a new epoch.  In it, it keeps the latency of
+ * the first access to each page, which is where postcopy stalls a vCPU,
+ * until the next line (the benchmark sends it when postcopy is over)
+ * closes the epoch.  It reports JSON lines on stdout (the serial
+ * console):
  *
  *   {"ready": ...}            after filling the working set
  *   {"epoch": E, ...}         every second: the first-touch latency
@@ -45,7 +47,7 @@ static uint32_t *version;               /* per page, owned by its thread */
 static uint64_t npages;
 static unsigned nthreads;
 static enum { RANDOM, SEQ, HOT } mode;
-static atomic_int epoch, armed;
+static atomic_int epoch, armed, closed;
 static _Atomic uint8_t *touched_epoch;  /* per page: last epoch touched */
 static atomic_uint_fast64_t hist[BUCKETS];
 static atomic_uint_fast64_t first_touches, accesses, corrupt, max_ns;
@@ -101,7 +103,7 @@ static void access_page(uint64_t p)
     }
     atomic_fetch_add(&accesses, 1);
     /* An access that spans the switchover pause is not a stall */
-    if (e == e0 &&
+    if (e == e0 && !atomic_load(&closed) &&
         atomic_exchange(&touched_epoch[p], (uint8_t)e) != (uint8_t)e) {
         uint64_t ns = t1 - t0, m = atomic_load(&max_ns);
 
@@ -146,11 +148,18 @@ static void *epoch_reader(void *opaque)
     char c;
 
     while (read(0, &c, 1) == 1) {
-        if (c == '\n') {
+        if (c != '\n') {
+            continue;
+        }
+        if (atomic_load(&epoch) && !atomic_load(&armed)) {
+            atomic_store(&closed, 1);
+            printf("{\"closed\": %d}\n", atomic_load(&epoch));
+        } else {
+            atomic_store(&closed, 0);
             atomic_store(&armed, 1);
             printf("{\"armed\": %d}\n", atomic_load(&epoch));
-            fflush(stdout);
         }
+        fflush(stdout);
     }
     return NULL;
 }
