@@ -657,15 +657,43 @@ def markdown(doc):
 
 
 def plot(doc, png):
-    """Stall CDF per scenario (log x axis), with gnuplot."""
+    """Fault latency CDF per scenario (log x axis), with gnuplot: one
+    panel per network."""
     gp = shutil.which("gnuplot")
     if not gp:
         return "gnuplot not installed"
     work = tempfile.mkdtemp(prefix="hgm-bench-plot-")
+    nets = []
+    for r in doc["results"]:
+        if r.get("qemu_fault_hist_us_log2") and r["network"] not in nets:
+            nets.append(r["network"])
+    panels = []
+    for net in nets:
+        plots = plot_panel(doc, net, work)
+        panels.append("set title '%s'\nplot %s" % (net.replace("'", ""),
+                                                   ", ".join(plots)))
+    if not panels:
+        return "nothing to plot"
+    script = "\n".join([
+        "set terminal pngcairo size 1400,%d" % (520 * len(panels))
+        if "pngcairo" in subprocess.run([gp, "-e", "set terminal"],
+                                        capture_output=True, text=True).stderr
+        else "set terminal png size 1400,%d" % (520 * len(panels)),
+        "set output '%s'" % png, "set multiplot layout %d,1" % len(panels),
+        "set logscale x 2", "set format x '%g'", "set key noenhanced",
+        "set xlabel 'page fault latency during postcopy (us, log2 buckets)'",
+        "set ylabel 'share of faults'", "set key outside right",
+        "set grid", "set yrange [0:1]"] + panels + ["unset multiplot"])
+    subprocess.run([gp], input=script, text=True, check=True)
+    shutil.rmtree(work, ignore_errors=True)
+    return None
+
+
+def plot_panel(doc, net, work):
     plots = []
     for i, r in enumerate(doc["results"]):
         hist = r.get("qemu_fault_hist_us_log2")
-        if not hist or not sum(hist):
+        if not hist or not sum(hist) or r["network"] != net:
             continue
         total, seen = sum(hist), 0
         path = os.path.join(work, "%d.dat" % i)
@@ -673,24 +701,10 @@ def plot(doc, png):
             for b, n in enumerate(hist):
                 seen += n
                 f.write("%g %g\n" % (2 ** (b + 1), seen / total))
-        title = "%s%s, %s" % (r["label"], ", preempt" if r["preempt"] else "",
-                              r["network"])
-        plots.append("'%s' using 1:2 with linespoints title '%s'" % (
-            path, title.replace("'", "")))
-    if not plots:
-        return "nothing to plot"
-    script = "\n".join([
-        "set terminal pngcairo size 1200,700" if "pngcairo" in subprocess.run(
-            [gp, "-e", "set terminal"], capture_output=True, text=True).stderr
-        else "set terminal png size 1200,700",
-        "set output '%s'" % png, "set logscale x 2",
-        "set xlabel 'page fault latency during postcopy (us, log2 buckets)'",
-        "set ylabel 'share of faults'", "set key bottom right",
-        "set grid", "set yrange [0:1]",
-        "plot " + ", ".join(plots)])
-    subprocess.run([gp], input=script, text=True, check=True)
-    shutil.rmtree(work, ignore_errors=True)
-    return None
+        title = "%s%s" % (r["label"], ", preempt" if r["preempt"] else "")
+        plots.append("'%s' using 1:2 with linespoints lw 2 dt %d title '%s'" % (
+            path, 1 if r["preempt"] else 2, title.replace("'", "")))
+    return plots
 
 
 def concurrency_test(args):
