@@ -55,7 +55,7 @@ bench: build guest
 	@python3 bench/run.py $(BENCH_ARGS)
 
 demo: build guest host-setup
-	@python3 bench/run.py --scenarios hugetlbfs-2m,thp,thp-hgm --preempt off \
+	@python3 bench/run.py --scenarios hugetlbfs-2m,thp,thp-hgm --preempt on \
 	    --network loopback --guest-mb 512 --workload-mb 256 --precopy-secs 3 \
 	    --out $(TOP)/build/demo
 
