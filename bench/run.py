@@ -42,19 +42,24 @@ class Skip(Exception):
     """A scenario that cannot run here, and why."""
 
 
+def connect_unix(path, timeout):
+    """A connected socket to @path, waiting up to @timeout s for it."""
+    deadline = time.time() + timeout
+    while True:
+        sock = socket.socket(socket.AF_UNIX)
+        try:
+            sock.connect(path)
+            return sock
+        except OSError:
+            sock.close()
+            if time.time() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class QMP:
     def __init__(self, path, timeout=30):
-        deadline = time.time() + timeout
-        while True:
-            try:
-                self.sock = socket.socket(socket.AF_UNIX)
-                self.sock.connect(path)
-                break
-            except OSError:
-                self.sock.close()
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.05)
+        self.sock = connect_unix(path, timeout)
         self.sock.settimeout(timeout)
         self.f = self.sock.makefile("rw")
         self.events = []
@@ -84,17 +89,7 @@ class Serial:
     """The guest's serial console: JSON lines in, lines out."""
 
     def __init__(self, path, timeout=30):
-        deadline = time.time() + timeout
-        while True:
-            try:
-                self.sock = socket.socket(socket.AF_UNIX)
-                self.sock.connect(path)
-                break
-            except OSError:
-                self.sock.close()
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.05)
+        self.sock = connect_unix(path, timeout)
         self.lines = []
         self.cond = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
