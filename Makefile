@@ -11,7 +11,7 @@ endif
 export QEMU_SOURCE_CACHE QEMU_SRC
 
 .PHONY: all deps need-deps tree export build check check-series host-setup \
-        soak bench demo guest clean distclean help
+        soak bench demo guest check-libvirt clean distclean help
 
 all: build
 
@@ -21,6 +21,7 @@ help:
 	@echo "make tree          (re)create build/qemu: 'upstream' + one commit per patch"
 	@echo "make export        write the commits after 'upstream' into patches/"
 	@echo "make check-series  build after each patch of the series (bisectability)"
+	@echo "make check-libvirt  migrate with virsh between two libvirtd instances (root)"
 	@echo "make soak          20 back-to-back postcopy migrations with HGM (HGM_SOAK_ROUNDS)"
 	@echo "make bench         the benchmark: HGM against today's postcopy (root; BENCH_ARGS)"
 	@echo "make demo          a short side by side on a fresh machine, in one command (root)"
@@ -44,6 +45,9 @@ build: tree
 
 check: build
 	@scripts/check
+
+check-libvirt: build guest
+	@scripts/libvirt-test
 
 soak: build
 	@scripts/soak
