@@ -128,10 +128,10 @@ class Serial:
                     raise TimeoutError("guest did not report %r" % key)
                 self.cond.wait(left)
 
-    def last(self, key):
+    def last(self, key, pred=lambda o: True):
         with self.cond:
             for t, o in reversed(self.lines):
-                if key in o:
+                if key in o and pred(o):
                     return o
         return None
 
@@ -492,6 +492,7 @@ def run_one(sc, preempt, net, args, accel, tag):
             raise RuntimeError("migration failed: %s" % info.get("error-desc"))
         # Postcopy is over: the guest stops counting first touches
         ds.send("\n")
+        t_close = time.time()
         dpid = qemu_pid(dp)
         res["huge_at_completion"] = huge_share(dpid, dpath, args.guest_mb)
         time.sleep(max(0, t_done + 1 - time.time()))
@@ -527,10 +528,30 @@ def run_one(sc, preempt, net, args, accel, tag):
         if res["postcopy_s"] > 0 and ram.get("postcopy-bytes"):
             res["postcopy_mbps"] = round(ram["postcopy-bytes"] / MIB /
                                          res["postcopy_s"], 1)
-        # The guest's report of the postcopy epoch, once it is closed
-        ds.wait("closed", 60)
+        # The guest's report of the postcopy epoch, once it is closed.
+        # A guest that answers 'armed' instead had no open epoch: what it
+        # wrote before the switchover is lost.  One that does not answer
+        # gets the line again (and the time it took is reported).
+        closed = None
+        for attempt in range(3):
+            try:
+                closed = ds.wait("closed", 30)
+                break
+            except TimeoutError:
+                if any("armed" in o for t, o in ds.lines):
+                    raise RuntimeError(
+                        "the destination's guest had no open epoch: its"
+                        " memory from before the switchover is lost")
+                ds.send("\n")
+        if closed is None:
+            raise TimeoutError("guest did not report 'closed' in 90 s"
+                               " (the line sent 3 times)")
+        res["close_s"] = round([t for t, o in ds.lines if "closed" in o][0]
+                               - t_close, 1)
+        res["close_sent"] = attempt + 1
+        epoch = closed["closed"]
         time.sleep(1.5)
-        g = ds.last("t")
+        g = ds.last("t", lambda o: o["epoch"] == epoch)
         hist = g["hist_us_log2"]
         # Every vCPU thread of the workload still makes progress
         time.sleep(2)
@@ -552,6 +573,14 @@ def run_one(sc, preempt, net, args, accel, tag):
     except Exception as e:
         res["error"] = "%s: %s" % (type(e).__name__, e)
         res["ok"] = False
+        # What each guest said last, and when: is it still running?
+        for side, ser in (("src", locals().get("ss")),
+                          ("dst", locals().get("ds"))):
+            if ser:
+                now = time.time()
+                res[side + "_serial_tail"] = [
+                    "%.1f s ago: %s" % (now - t, json.dumps(o)[:160])
+                    for t, o in ser.lines[-3:]]
     finally:
         for p in procs:
             stop(p)
@@ -737,9 +766,12 @@ def concurrency_rounds(args, sc):
             if r.get("ok"):
                 print("PASS %s: %d faults in QEMU, %d first touches in the"
                       " guest after the switchover, p99 %s us, no corruption,"
-                      " all %d threads running"
+                      " all %d threads running; the guest answered in %s s%s"
                       % (name, faults, r["first_touches"],
-                         fmt(r["stall_p99_us"]), args.vcpus), flush=True)
+                         fmt(r["stall_p99_us"]), args.vcpus, r["close_s"],
+                         "" if r["close_sent"] == 1 else
+                         ", after the line was sent %d times"
+                         % r["close_sent"]), flush=True)
             else:
                 failed += 1
                 print("FAIL %s: %s" % (name, r.get("error") or
@@ -747,6 +779,9 @@ def concurrency_rounds(args, sc):
                                            r.get("corrupt"),
                                            r.get("stuck_threads"))),
                       flush=True)
+                for side in ("src", "dst"):
+                    for line in r.get(side + "_serial_tail", []):
+                        print("      %s guest, %s" % (side, line), flush=True)
     return 1 if failed else 0
 
 
