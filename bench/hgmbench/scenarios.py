@@ -1,0 +1,349 @@
+"""The scenarios (guest RAM backing, with or without HGM), one migration in
+a scenario and what is measured of it, and the whole list of runs."""
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+
+from . import MIB
+from .host import (HUGETLB_1G, HUGETLB_2M, THP_DIR, Net, fs_type, hugepages,
+                   kernel_splits_hugetlb, thp_dir)
+from .report import fmt
+from .vm import BenchVM, wait_status
+
+BUCKETS = 24
+
+
+class Skip(Exception):
+    """A scenario that cannot run here, and why."""
+
+
+class Scenario:
+    def __init__(self, name, label, hgm, backing):
+        self.name, self.label, self.hgm, self.backing = name, label, hgm, backing
+
+    def memory(self, side, size_mb, tag):
+        """The memory backend for @side, and the file it uses (or None)."""
+        b = self.backing
+        if b == "anon":
+            return ("memory-backend-ram,id=mem0,size=%dM" % size_mb, None)
+        if b == "thp":
+            path = os.path.join(THP_DIR, "hgm-bench-%s-%s" % (tag, side))
+            opts = "align=2M"
+        elif b == "hugetlb2m":
+            path = os.path.join(HUGETLB_2M, "hgm-bench-%s-%s" % (tag, side))
+            opts = ""
+        elif b == "hugetlb1g":
+            path = os.path.join(HUGETLB_1G, "hgm-bench-%s-%s" % (tag, side))
+            opts = ""
+        spec = "memory-backend-file,id=mem0,size=%dM,mem-path=%s,share=on" % (
+            size_mb, path)
+        if opts:
+            spec += "," + opts
+        if self.hgm:
+            spec += ",hgm=on"
+        return spec, path
+
+    def check(self, size_mb):
+        """Raise Skip when this host cannot run the scenario."""
+        b = self.backing
+        if b == "thp" and not thp_dir():
+            raise Skip("no tmpfs with huge=always at %s (no shmem THP in this"
+                       " kernel?)" % THP_DIR)
+        if b == "hugetlb2m":
+            typ, _ = fs_type(HUGETLB_2M)
+            if typ != "hugetlbfs":
+                raise Skip("no hugetlbfs at %s (scripts/host-setup)"
+                           % HUGETLB_2M)
+            if self.hgm and not kernel_splits_hugetlb():
+                raise Skip("kernel without HugeTLB HGM: madvise(MADV_SPLIT)"
+                           " fails on hugetlbfs")
+        if b == "hugetlb1g":
+            if size_mb % 1024:
+                raise Skip("guest RAM is not a multiple of 1 GiB")
+            if fs_type(HUGETLB_1G)[0] != "hugetlbfs":
+                raise Skip("no hugetlbfs with 1 GiB pages at %s"
+                           " (scripts/host-setup --1g)" % HUGETLB_1G)
+            need = pages_1g(size_mb)
+            if hugepages(1048576)[1] < need:
+                raise Skip("cannot reserve %d 1 GiB pages (memory too"
+                           " fragmented?)" % need)
+
+
+SCENARIOS = [
+    Scenario("anon-4k", "anonymous 4 KiB", False, "anon"),
+    Scenario("hugetlbfs-2m", "hugetlbfs 2 MiB", False, "hugetlb2m"),
+    Scenario("thp", "tmpfs THP", False, "thp"),
+    Scenario("thp-hgm", "tmpfs THP + HGM", True, "thp"),
+    Scenario("hugetlbfs-2m-hgm", "hugetlbfs 2 MiB + HGM", True, "hugetlb2m"),
+    Scenario("hugetlbfs-1g", "hugetlbfs 1 GiB", False, "hugetlb1g"),
+]
+
+
+def pages_2m(scenarios, guest_mb):
+    """Free 2 MiB pages @scenarios need: two guests."""
+    return guest_mb if any(s.backing == "hugetlb2m" for s in scenarios) else 0
+
+
+def pages_1g(guest_mb):
+    """Free 1 GiB pages for two guests."""
+    return 2 * guest_mb // 1024
+
+
+def huge_share(pid, path, size_mb):
+    """Share of the guest RAM mapping of @pid that is mapped huge."""
+    want_kb = size_mb * 1024
+    best = None
+    cur = None
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                if cur and cur["size"] == want_kb and (
+                        path is None or path in cur["name"]):
+                    best = cur if not best or cur["huge"] > best["huge"] else best
+                cur = {"name": line.strip(), "size": 0, "huge": 0, "kps": 4}
+            elif cur is not None:
+                k, _, v = line.partition(":")
+                v = v.split()
+                if k == "Size":
+                    cur["size"] = int(v[0])
+                elif k == "KernelPageSize":
+                    cur["kps"] = int(v[0])
+                elif k in ("AnonHugePages", "ShmemPmdMapped", "FilePmdMapped",
+                           "HugetlbPmdMapped"):
+                    cur["huge"] += int(v[0])
+                elif k in ("Shared_Hugetlb", "Private_Hugetlb"):
+                    cur["huge"] += int(v[0])
+    if cur and cur["size"] == want_kb and (path is None or path in cur["name"]):
+        best = cur if not best or cur["huge"] > best["huge"] else best
+    if not best:
+        return None
+    return min(1.0, best["huge"] / best["size"])
+
+
+def percentile(hist, q):
+    """The q-quantile (µs) of a log2 histogram: bucket b is [2^b, 2^(b+1))
+    µs (bucket 0 below 2 µs), interpolated linearly inside the bucket."""
+    total = sum(hist)
+    if not total:
+        return None
+    rank = q * total
+    seen = 0
+    for b, n in enumerate(hist):
+        if seen + n >= rank and n:
+            lo = 0 if b == 0 else 2 ** b
+            hi = 2 ** (b + 1)
+            return lo + (hi - lo) * (rank - seen) / n
+        seen += n
+    return 2 ** BUCKETS
+
+
+def run_one(sc, preempt, net, args, accel, tag):
+    """One migration in scenario @sc over @net (entered): start both QEMUs,
+    precopy for args.precopy_secs, switch to postcopy, wait for completion,
+    and measure.  A dict of the measurements; 'ok' False and 'error' when
+    something failed."""
+    work = tempfile.mkdtemp(prefix="hgm-bench-")
+    vms, files = [], []
+    src = dst = None
+    res = {"scenario": sc.name, "label": sc.label, "hgm": sc.hgm,
+           "preempt": preempt, "network": net.label(), "accel": accel}
+    try:
+        smem, spath = sc.memory("src", args.guest_mb, tag)
+        dmem, dpath = sc.memory("dst", args.guest_mb, tag)
+        files = [f for f in (spath, dpath) if f]
+        dst = BenchVM(work, "dst", dmem, args, accel, net.dst_wrapper,
+                      incoming=True)
+        vms.append(dst)
+        dst.start()
+        src = BenchVM(work, "src", smem, args, accel, net.src_wrapper)
+        vms.append(src)
+        src.start()
+        ss, ds = src.serial, dst.serial
+        for vm, is_dst in ((src, False), (dst, True)):
+            caps = ["postcopy-ram"] + (["postcopy-ram-hgm"] if sc.hgm else []) \
+                + (["postcopy-preempt"] if preempt else []) \
+                + (["postcopy-blocktime"] if is_dst else [])
+            vm.cmd("migrate-set-capabilities", capabilities=[
+                {"capability": c, "state": True} for c in caps])
+        # Precopy slower than the guest dirties memory, so that it never
+        # converges and postcopy does the rest; postcopy at the link speed
+        src.cmd("migrate-set-parameters", args_dict={
+            "max-bandwidth": args.precopy_bandwidth_mb * MIB,
+            "max-postcopy-bandwidth": args.bandwidth_mb * MIB,
+            "downtime-limit": 1})
+        dst.cmd("migrate-incoming", uri="tcp:%s:0" % net.addr)
+        port = dst.cmd("query-migrate")["socket-address"][0]["port"]
+        ready = ss.wait("ready", 120)
+        res["fill_s"] = ready["ready"]
+        time.sleep(1)
+        t0 = time.time()
+        src.cmd("migrate", uri="tcp:%s:%s" % (net.addr, port))
+        time.sleep(args.precopy_secs)
+        status = src.cmd("query-migrate")["status"]
+        if status != "active":
+            raise RuntimeError("precopy is %s, not active, after %d s"
+                               % (status, args.precopy_secs))
+        # Arm the guest's switchover detection, then switch
+        ss.send("\n")
+        ss.wait("armed", 60)
+        t_switch = time.time()
+        src.cmd("migrate-start-postcopy")
+        info = wait_status(src, ("completed", "failed"), args.timeout)
+        t_done = time.time()
+        if info["status"] != "completed":
+            raise RuntimeError("migration failed: %s" % info.get("error-desc"))
+        # Postcopy is over: the guest stops counting first touches
+        ds.send("\n")
+        t_close = time.time()
+        dpid = dst.get_pid()
+        res["huge_at_completion"] = huge_share(dpid, dpath, args.guest_mb)
+        time.sleep(max(0, t_done + 1 - time.time()))
+        res["huge_after_1s"] = huge_share(dpid, dpath, args.guest_mb)
+        time.sleep(max(0, t_done + 5 - time.time()))
+        res["huge_after_5s"] = huge_share(dpid, dpath, args.guest_mb)
+        dinfo = wait_status(dst, ("completed",), 30)
+        ram = info.get("ram", {})
+        res.update({
+            "total_time_ms": info.get("total-time"),
+            "downtime_ms": info.get("downtime"),
+            "precopy_s": round(t_switch - t0, 3),
+            "postcopy_s": round(t_done - t_switch, 3),
+            "postcopy_bytes": ram.get("postcopy-bytes"),
+            "postcopy_requests": ram.get("postcopy-requests"),
+            "ram_total_bytes": ram.get("total"),
+            "dst_postcopy_blocktime_ms": dinfo.get("postcopy-blocktime"),
+            "dst_stats": {k: v for k, v in dinfo.items()
+                          if k.startswith("postcopy")},
+        })
+        # QEMU's own per fault latencies (postcopy-blocktime): all faults,
+        # those resolved locally (HGM) included
+        fstats = dinfo.get("postcopy-fault-stats")
+        if fstats:
+            fault_hist = [sum(x) for x in zip(*(f["latency-dist"]
+                                                for f in fstats))]
+            res.update({
+                "qemu_faults": {f["resolution"]: f["faults"] for f in fstats},
+                "qemu_fault_hist_us_log2": fault_hist,
+                "qemu_fault_p50_us": percentile(fault_hist, 0.5),
+                "qemu_fault_p99_us": percentile(fault_hist, 0.99),
+            })
+        if res["postcopy_s"] > 0 and ram.get("postcopy-bytes"):
+            res["postcopy_mbps"] = round(ram["postcopy-bytes"] / MIB /
+                                         res["postcopy_s"], 1)
+        # The guest's report of the postcopy epoch, once it is closed.
+        # A guest that answers 'armed' instead had no open epoch: what it
+        # wrote before the switchover is lost.  One that does not answer
+        # gets the line again (and the time it took is reported).
+        closed = None
+        for attempt in range(3):
+            try:
+                closed = ds.wait("closed", 30)
+                break
+            except TimeoutError:
+                if any("armed" in o for t, o in ds.lines):
+                    raise RuntimeError(
+                        "the destination's guest had no open epoch: its"
+                        " memory from before the switchover is lost")
+                ds.send("\n")
+        if closed is None:
+            raise TimeoutError("guest did not report 'closed' in 90 s"
+                               " (the line sent 3 times)")
+        res["close_s"] = round([t for t, o in ds.lines if "closed" in o][0]
+                               - t_close, 1)
+        res["close_sent"] = attempt + 1
+        epoch = closed["closed"]
+        time.sleep(1.5)
+        g = ds.last("t", lambda o: o["epoch"] == epoch)
+        hist = g["hist_us_log2"]
+        # Every vCPU thread of the workload still makes progress
+        time.sleep(2)
+        g2 = ds.last("t")
+        res["stuck_threads"] = [i for i, (a, b) in enumerate(
+            zip(g["per_thread"], g2["per_thread"])) if b <= a]
+        res.update({
+            "guest_epoch": g["epoch"],
+            "first_touches": g["first_touches"],
+            "corrupt": g["corrupt"],
+            "stall_hist_us_log2": hist,
+            "stall_p50_us": percentile(hist, 0.5),
+            "stall_p99_us": percentile(hist, 0.99),
+            "stall_max_us": g["max_us"],
+        })
+        res["ok"] = g["corrupt"] == 0 and not res["stuck_threads"]
+    except Skip as e:
+        res["skipped"] = str(e)
+    except Exception as e:
+        res["error"] = "%s: %s" % (type(e).__name__, e)
+        res["ok"] = False
+        # What each guest said last, and when: is it still running?
+        for side, vm in (("src", src), ("dst", dst)):
+            if vm and vm.serial:
+                now = time.time()
+                res[side + "_serial_tail"] = [
+                    "%.1f s ago: %s" % (now - t, json.dumps(o)[:160])
+                    for t, o in vm.serial.lines[-3:]]
+    finally:
+        for vm in vms:
+            vm.stop()
+        for f in files:
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
+        if os.environ.get("HGM_BENCH_KEEP"):
+            res["workdir"] = work
+            for side, vm in (("src", src), ("dst", dst)):
+                if vm and vm.serial:
+                    with open(os.path.join(work, side + ".serial.txt"), "w") as f:
+                        for t, o in vm.serial.lines:
+                            f.write("%.3f %s\n" % (t, json.dumps(o)))
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return res
+
+
+def run_all(scenarios, args, accel):
+    """Every scenario with every preempt setting over every network of
+    @args, one after the other, with a line of progress for each; the
+    list of their results."""
+    results = []
+    runs = [(s, p == "on", n) for n in args.network.split(",")
+            for s in scenarios for p in args.preempt.split(",")]
+    for i, (sc, preempt, netkind) in enumerate(runs, 1):
+        net = Net(netkind, args.rate, args.delay_us)
+        line = "[%d/%d] %s, preempt %s, %s" % (
+            i, len(runs), sc.label, "on" if preempt else "off", net.label())
+        print(line + " ...", end="", flush=True)
+        t = time.time()
+        try:
+            sc.check(args.guest_mb)
+            with net:
+                r = run_one(sc, preempt, net, args, accel,
+                            "%d-%d" % (os.getpid(), i))
+                print(" [%s]" % net.label() if net.qdisc else "", end="",
+                      flush=True)
+        except Skip as e:
+            r = {"scenario": sc.name, "label": sc.label, "hgm": sc.hgm,
+                 "preempt": preempt, "network": net.label(),
+                 "skipped": str(e)}
+        except Exception as e:
+            r = {"scenario": sc.name, "label": sc.label, "hgm": sc.hgm,
+                 "preempt": preempt, "network": net.label(),
+                 "error": "%s: %s" % (type(e).__name__, e), "ok": False}
+        results.append(r)
+        if "skipped" in r:
+            print(" not run: " + r["skipped"], flush=True)
+        elif "error" in r:
+            print(" FAILED: " + r["error"], flush=True)
+        else:
+            print(" faults p50 %s us, p99 %s us, postcopy %.2f s, huge %s"
+                  " (%.0f s)"
+                  % (fmt(r.get("qemu_fault_p50_us"), "", 0),
+                     fmt(r.get("qemu_fault_p99_us")), r["postcopy_s"],
+                     fmt(None if r["huge_after_1s"] is None
+                         else 100 * r["huge_after_1s"], "%"),
+                     time.time() - t), flush=True)
+    return results
