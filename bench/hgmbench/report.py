@@ -5,7 +5,6 @@ import os
 import shutil
 import socket
 import subprocess
-import tempfile
 
 
 def fmt(v, unit="", nd=0):
@@ -96,52 +95,91 @@ def markdown(doc):
     return "\n".join(out) + "\n"
 
 
+# How each series is drawn, so that every line of a panel (one network)
+# has a colour and a marker of its own, and a scenario looks the same in
+# every panel: per scenario a pair of shades of one colour (light without
+# preempt, dark with it) and a marker (gnuplot point type: open without
+# preempt, filled with it, which is the next type); without preempt the
+# line is dashed.
+STYLES = {
+    "anon-4k": ("#6baed6", "#08519c", 4),            # blue, square
+    "hugetlbfs-2m": ("#fd8d3c", "#a63603", 6),       # orange, circle
+    "thp": ("#74c476", "#006d2c", 8),                # green, triangle
+    "thp-hgm": ("#fb6a4a", "#a50f15", 10),           # red, triangle down
+    "hugetlbfs-2m-hgm": ("#9e9ac8", "#54278f", 12),  # purple, diamond
+    "hugetlbfs-1g": ("#969696", "#252525", 14),      # grey, pentagon
+}
+
+
+def style(r):
+    """gnuplot style of the line of result @r."""
+    light, dark, pt = STYLES.get(r["scenario"], ("#bcbd22", "#17becf", 2))
+    return "lw 2 lc rgb '%s' pt %d ps 1.3 dt %d" % (
+        dark if r["preempt"] else light, pt + (1 if r["preempt"] else 0),
+        1 if r["preempt"] else 2)
+
+
+def time_label(us, micro):
+    """@us µs as gnuplot's tic label: '10 µs', '1 ms', '1 s'."""
+    for unit, scale in (("s", 1e6), ("ms", 1e3)):
+        if us >= scale:
+            return "%g %s" % (us / scale, unit)
+    return "%g %s" % (us, micro)
+
+
 def plot(doc, png):
     """Fault latency CDF per scenario (log x axis), with gnuplot: one
-    panel per network."""
+    panel per network.  None, or why there is no plot."""
     gp = shutil.which("gnuplot")
     if not gp:
         return "gnuplot not installed"
-    work = tempfile.mkdtemp(prefix="hgm-bench-plot-")
+    series = [r for r in doc["results"]
+              if r.get("qemu_fault_hist_us_log2")
+              and sum(r["qemu_fault_hist_us_log2"])]
     nets = []
-    for r in doc["results"]:
-        if r.get("qemu_fault_hist_us_log2") and r["network"] not in nets:
+    for r in series:
+        if r["network"] not in nets:
             nets.append(r["network"])
+    if not nets:
+        return "nothing to plot"
+    cairo = "pngcairo" in subprocess.run([gp, "-e", "set terminal"],
+                                         capture_output=True, text=True).stderr
+    micro = "µs" if cairo else "us"     # gd's png terminal lacks µ
+    # Each point: the upper bound of a bucket (µs) and the share of the
+    # faults up to there; tics at every power of ten up to the last bound
+    data, xmax = [], 1
+    for i, r in enumerate(series):
+        hist = r["qemu_fault_hist_us_log2"]
+        total, seen = sum(hist), 0
+        data.append("$d%d << EOD" % i)
+        for b, n in enumerate(hist):
+            seen += n
+            data.append("%g %g" % (2 ** (b + 1), seen / total))
+            xmax = max(xmax, 2 ** (b + 1))
+        data.append("EOD")
+    tics = []
+    t = 1
+    while t <= xmax:
+        tics.append('"%s" %g' % (time_label(t, micro), t))
+        t *= 10
     panels = []
     for net in nets:
-        plots = plot_panel(doc, net, work)
-        panels.append("set title '%s'\nplot %s" % (net.replace("'", ""),
-                                                   ", ".join(plots)))
-    if not panels:
-        return "nothing to plot"
-    script = "\n".join([
-        "set terminal pngcairo size 1400,%d" % (520 * len(panels))
-        if "pngcairo" in subprocess.run([gp, "-e", "set terminal"],
-                                        capture_output=True, text=True).stderr
-        else "set terminal png size 1400,%d" % (520 * len(panels)),
+        plots = ["$d%d using 1:2 with linespoints %s title '%s'" % (
+            i, style(r), ("%s%s" % (r["label"], ", preempt" if r["preempt"]
+                                    else "")).replace("'", ""))
+            for i, r in enumerate(series) if r["network"] == net]
+        panels.append("set title '%s' noenhanced\nplot %s" % (
+            net.replace("'", ""), ", ".join(plots)))
+    script = "\n".join(data + [
+        "set encoding utf8",
+        "set terminal %s size 1400,%d" % ("pngcairo" if cairo else "png",
+                                          520 * len(panels)),
         "set output '%s'" % png, "set multiplot layout %d,1" % len(panels),
-        "set logscale x 2", "set format x '%g'", "set key noenhanced",
-        "set xlabel 'page fault latency during postcopy (us, log2 buckets)'",
+        "set logscale x 10", "set xrange [1:%g]" % xmax,
+        "set xtics (%s)" % ", ".join(tics), "set key noenhanced",
+        "set xlabel 'page fault latency during postcopy (log2 buckets, each"
+        " at its upper bound)'",
         "set ylabel 'share of faults'", "set key outside right",
         "set grid", "set yrange [0:1]"] + panels + ["unset multiplot"])
     subprocess.run([gp], input=script, text=True, check=True)
-    shutil.rmtree(work, ignore_errors=True)
     return None
-
-
-def plot_panel(doc, net, work):
-    plots = []
-    for i, r in enumerate(doc["results"]):
-        hist = r.get("qemu_fault_hist_us_log2")
-        if not hist or not sum(hist) or r["network"] != net:
-            continue
-        total, seen = sum(hist), 0
-        path = os.path.join(work, "%d.dat" % i)
-        with open(path, "w") as f:
-            for b, n in enumerate(hist):
-                seen += n
-                f.write("%g %g\n" % (2 ** (b + 1), seen / total))
-        title = "%s%s" % (r["label"], ", preempt" if r["preempt"] else "")
-        plots.append("'%s' using 1:2 with linespoints lw 2 dt %d title '%s'" % (
-            path, 1 if r["preempt"] else 2, title.replace("'", "")))
-    return plots
