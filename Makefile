@@ -11,7 +11,7 @@ endif
 export QEMU_SOURCE_CACHE QEMU_SRC
 
 .PHONY: all deps need-deps tree export build check check-series host-setup \
-        soak bench demo guest check-libvirt clean distclean help
+        soak bench demo guest check-libvirt hgm-kernel clean distclean help
 
 all: build
 
@@ -27,6 +27,7 @@ help:
 	@echo "make demo          a short side by side on a fresh machine, in one command (root)"
 	@echo "make host-setup    reserve huge pages, mount hugetlbfs and a THP tmpfs (root)"
 	@echo "make deps          install the build dependencies (root)"
+	@echo "make hgm-kernel    Linux 6.3.8 + HugeTLB HGM series, its selftests (build/hgm-kernel; kernel/README.md)"
 
 deps:
 	@scripts/deps
@@ -68,6 +69,9 @@ check-series: need-deps
 
 host-setup:
 	@scripts/host-setup
+
+hgm-kernel:
+	@scripts/hgm-kernel
 
 clean:
 	rm -rf build/obj build/obj.configure.log build/series-obj
