@@ -11,7 +11,8 @@ endif
 export QEMU_SOURCE_CACHE QEMU_SRC
 
 .PHONY: all deps need-deps tree export build check check-series host-setup \
-        soak bench demo guest check-libvirt hgm-kernel clean distclean help
+        soak bench demo guest check-libvirt hgm-kernel check-hgm-kernel clean \
+        distclean help
 
 all: build
 
@@ -28,6 +29,7 @@ help:
 	@echo "make host-setup    reserve huge pages, mount hugetlbfs and a THP tmpfs (root)"
 	@echo "make deps          install the build dependencies (root)"
 	@echo "make hgm-kernel    Linux 6.3.8 + HugeTLB HGM series, its selftests (build/hgm-kernel; kernel/README.md)"
+	@echo "make check-hgm-kernel  the hugetlbfs HGM tests inside a TCG guest of that kernel"
 
 deps:
 	@scripts/deps
@@ -72,6 +74,9 @@ host-setup:
 
 hgm-kernel:
 	@scripts/hgm-kernel
+
+check-hgm-kernel: build hgm-kernel
+	@scripts/check-hgm-kernel
 
 clean:
 	rm -rf build/obj build/obj.configure.log build/series-obj
