@@ -14,6 +14,7 @@ from .report import fmt
 from .vm import BenchVM, wait_status
 
 BUCKETS = 24
+SHMEM_ENABLED = "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
 
 
 class Skip(Exception):
@@ -29,6 +30,9 @@ class Scenario:
         b = self.backing
         if b == "anon":
             return ("memory-backend-ram,id=mem0,size=%dM" % size_mb, None)
+        if b == "memfd":
+            spec = "memory-backend-memfd,id=mem0,size=%dM" % size_mb
+            return (spec + (",hgm=on" if self.hgm else ""), None)
         if b == "thp":
             path = os.path.join(THP_DIR, "hgm-bench-%s-%s" % (tag, side))
             opts = "align=2M"
@@ -49,6 +53,13 @@ class Scenario:
     def check(self, size_mb):
         """Raise Skip when this host cannot run the scenario."""
         b = self.backing
+        if b == "memfd":
+            with open(SHMEM_ENABLED) as f:
+                mode = re.search(r"\[(\w+)\]", f.read()).group(1)
+            if mode in ("never", "deny"):
+                raise Skip("shmem THP is '%s' (%s): memfd memory gets no huge"
+                           " pages (scripts/host-setup sets 'advise')"
+                           % (mode, SHMEM_ENABLED))
         if b == "thp" and not thp_dir():
             raise Skip("no tmpfs with huge=always at %s (no shmem THP in this"
                        " kernel?)" % THP_DIR)
@@ -61,6 +72,9 @@ class Scenario:
                 raise Skip("kernel without HugeTLB HGM: madvise(MADV_SPLIT)"
                            " fails on hugetlbfs")
         if b == "hugetlb1g":
+            if self.hgm and not kernel_splits_hugetlb():
+                raise Skip("kernel without HugeTLB HGM: madvise(MADV_SPLIT)"
+                           " fails on hugetlbfs")
             if size_mb % 1024:
                 raise Skip("guest RAM is not a multiple of 1 GiB")
             if fs_type(HUGETLB_1G)[0] != "hugetlbfs":
@@ -78,7 +92,9 @@ SCENARIOS = [
     Scenario("thp", "tmpfs THP", False, "thp"),
     Scenario("thp-hgm", "tmpfs THP + HGM", True, "thp"),
     Scenario("hugetlbfs-2m-hgm", "hugetlbfs 2 MiB + HGM", True, "hugetlb2m"),
+    Scenario("memfd-hgm", "memfd THP + HGM", True, "memfd"),
     Scenario("hugetlbfs-1g", "hugetlbfs 1 GiB", False, "hugetlb1g"),
+    Scenario("hugetlbfs-1g-hgm", "hugetlbfs 1 GiB + HGM", True, "hugetlb1g"),
 ]
 
 
