@@ -7,6 +7,15 @@ import socket
 import subprocess
 
 
+def fmt_us(us):
+    """A latency in µs, ms or s, three significant digits at most."""
+    if us >= 1e6:
+        return "%.3g s" % (us / 1e6)
+    if us >= 1e3:
+        return "%.3g ms" % (us / 1e3)
+    return "%.3g µs" % us
+
+
 def fmt(v, unit="", nd=0):
     if v is None:
         return "-"
@@ -78,7 +87,10 @@ def markdown(doc):
                       for k in ("huge_at_completion", "huge_after_1s",
                                 "huge_after_5s"))
         faults = r.get("qemu_faults") or {}
-        nf = ", ".join("%d %s" % (n, k) for k, n in faults.items() if n) or "0"
+        means = r.get("qemu_fault_mean_us") or {}
+        nf = ", ".join("%d %s%s" % (n, k, " (mean %s)" % fmt_us(means[k])
+                                    if k in means else "")
+                       for k, n in faults.items() if n) or "0"
         bt = (r.get("dst_stats") or {}).get("postcopy-vcpu-blocktime")
         out.append("| %s | %s | %s | %s | %s | %s | %s / %s / %s | %s | %s | %s"
                    " | %s | %s | %s |"

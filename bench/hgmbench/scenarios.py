@@ -242,6 +242,10 @@ def run_one(sc, preempt, net, args, accel, tag):
                                                 for f in fstats))]
             res.update({
                 "qemu_faults": {f["resolution"]: f["faults"] for f in fstats},
+                # mean latency of each kind (a local fault is one
+                # UFFDIO_CONTINUE of a piece that is here)
+                "qemu_fault_mean_us": {f["resolution"]: f["latency"] / 1000
+                                       for f in fstats},
                 "qemu_fault_hist_us_log2": fault_hist,
                 "qemu_fault_p50_us": percentile(fault_hist, 0.5),
                 "qemu_fault_p99_us": percentile(fault_hist, 0.99),
