@@ -153,6 +153,7 @@ static void *epoch_reader(void *opaque)
         if (c != '\n') {
             continue;
         }
+        flockfile(stdout);
         if (atomic_load(&epoch) && !atomic_load(&closed)) {
             atomic_store(&closed, 1);
             printf("{\"closed\": %d}\n", atomic_load(&epoch));
@@ -167,12 +168,19 @@ static void *epoch_reader(void *opaque)
             printf("{\"armed\": %d}\n", atomic_load(&epoch));
         }
         fflush(stdout);
+        funlockfile(stdout);
     }
     return NULL;
 }
 
+/*
+ * One line of JSON, written whole: the reader thread's lines must not land
+ * in the middle of it (the benchmark would miss both).  The stdio lock is
+ * recursive, so printf() may take it again inside.
+ */
 static void report(const char *kind, double secs)
 {
+    flockfile(stdout);
     printf("{\"%s\": %.1f, \"epoch\": %d, \"accesses\": %llu,"
            " \"first_touches\": %llu, \"corrupt\": %llu, \"max_us\": %llu,"
            " \"hist_us_log2\": [", kind, secs, atomic_load(&epoch),
@@ -191,6 +199,7 @@ static void report(const char *kind, double secs)
     }
     printf("]}\n");
     fflush(stdout);
+    funlockfile(stdout);
 }
 
 int main(int argc, char **argv)
