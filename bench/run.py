@@ -16,9 +16,17 @@ scripts/host-setup, undone afterwards; network namespaces), the QEMUs
 (QEMU's own python package from build/qemu/python), the scenarios and
 the report.  Every wait is bounded, and only processes it started are
 stopped.  Run as root (huge pages, network namespaces): make bench.
+
+--nested runs the same benchmark inside a TCG guest of the kernel with
+the HugeTLB HGM series (make hgm-kernel), both QEMUs of each migration
+in there, so that hugetlbfs with HGM can be measured against hugetlbfs
+without it on the same kernel (scripts/check-hgm-kernel --bench boots it
+and brings the results back); make bench NESTED=1.
 """
 import argparse
+import contextlib
 import datetime
+import json
 import os
 import signal
 import sys
@@ -29,37 +37,101 @@ from hgmbench.scenarios import SCENARIOS, pages_1g, pages_2m, run_all
 from hgmbench.vm import probe_accel
 
 
+# Nested (both QEMUs under TCG inside a TCG guest): hugetlbfs with and
+# without HGM, 2 MiB and 1 GiB pages; small enough for doubly emulated
+# guests (one vCPU, a smaller working set filled more slowly, so precopy
+# gets less time), and a translation cache sized for a guest of 10 GiB
+NESTED_DEFAULTS = {
+    "scenarios": "hugetlbfs-2m,hugetlbfs-2m-hgm,hugetlbfs-1g,hugetlbfs-1g-hgm",
+    "network": "loopback", "vcpus": 1, "workload_mb": 256,
+    "precopy_bandwidth_mb": 16, "accel": "tcg,thread=multi,tb-size=256",
+    "timeout": 900,
+}
+HOST_DEFAULTS = {
+    "scenarios": ",".join(s.name for s in SCENARIOS),
+    "network": "loopback,netem", "vcpus": 2, "workload_mb": 512,
+    "precopy_bandwidth_mb": 64, "accel": None, "timeout": 300,
+}
+
+
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS))
+    ap.add_argument("--nested", action="store_true",
+                    help="inside a TCG guest of the HGM kernel (defaults:"
+                    " %s)" % ", ".join("%s %s" % (k, v) for k, v
+                                       in NESTED_DEFAULTS.items()))
+    ap.add_argument("--scenarios")
     ap.add_argument("--preempt", default="off,on")
-    ap.add_argument("--network", default="loopback,netem")
+    ap.add_argument("--network")
     ap.add_argument("--rate", default="10gbit")
     ap.add_argument("--bandwidth-mb", type=int, default=1192,
                     help="max-postcopy-bandwidth, MiB/s (default 10 Gbit/s)")
-    ap.add_argument("--precopy-bandwidth-mb", type=int, default=64,
+    ap.add_argument("--precopy-bandwidth-mb", type=int,
                     help="max-bandwidth during precopy, MiB/s: below the"
                     " guest's dirty rate, so that postcopy has work")
     ap.add_argument("--delay-us", type=int, default=50)
     ap.add_argument("--guest-mb", type=int, default=1024)
-    ap.add_argument("--workload-mb", type=int, default=512)
-    ap.add_argument("--vcpus", type=int, default=2)
+    ap.add_argument("--workload-mb", type=int)
+    ap.add_argument("--vcpus", type=int)
     ap.add_argument("--mode", default="random", choices=("random", "seq", "hot"))
     ap.add_argument("--precopy-secs", type=int, default=4)
     ap.add_argument("--run-secs", type=int, default=600)
-    ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--timeout", type=int)
+    ap.add_argument("--accel",
+                    help="QEMU's -accel for the guests (default: KVM when it"
+                    " boots the guest, else TCG)")
+    ap.add_argument("--host-ready", action="store_true",
+                    help="huge pages and hugetlbfs are there already (the"
+                    " nested guest): no scripts/host-setup")
     ap.add_argument("--out", default=os.path.join(TOP, "bench/results"))
+    ap.add_argument("--report", metavar="JSON",
+                    help="only write the report of the results in JSON (of"
+                    " a nested run: with --nested-on)")
+    ap.add_argument("--nested-on", metavar="TEXT",
+                    help="what the nested guest ran on, for the report")
     ap.add_argument("--test-rounds", type=int, default=0,
                     help="concurrency test instead of the benchmark:"
                     " postcopy with HGM this many times, with and without"
                     " preempt, vCPUs faulting on neighbouring 4 KiB pieces")
-    return ap.parse_args()
+    args = ap.parse_args()
+    for k, v in (NESTED_DEFAULTS if args.nested else HOST_DEFAULTS).items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+    return args
+
+
+def nested(args):
+    """Run this benchmark with @args inside the HGM kernel's guest."""
+    opts = []
+    for k in list(NESTED_DEFAULTS) + ["preempt", "rate", "bandwidth_mb",
+                                      "delay_us", "guest_mb", "mode",
+                                      "precopy_secs", "run_secs"]:
+        opts += ["--" + k.replace("_", "-"), str(getattr(args, k))]
+    if any(":" in o or " " in o for o in opts):
+        sys.exit("bench: no ':' or space in the options of --nested")
+    # It writes the results to <json> and calls --report
+    os.execv(os.path.join(TOP, "scripts/check-hgm-kernel"),
+             ["check-hgm-kernel", "--bench", ":".join(opts), args.out])
+
+
+def report_only(args):
+    with open(args.report) as f:
+        doc = json.load(f)
+    if args.nested_on:
+        doc["nested_on"] = args.nested_on
+    now = datetime.datetime.strptime(doc["date"], "%Y-%m-%d %H:%M")
+    report.write(doc, args.out, now)
+    return 1 if any(r.get("ok") is False for r in doc["results"]) else 0
 
 
 def main():
     # Stopped from outside: clean up (QEMUs, mounts, huge pages) all the same
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
     args = parse_args()
+    if args.report:
+        return report_only(args)
+    if args.nested:
+        return nested(args)
     if args.test_rounds:
         return concurrency.run(args)
 
@@ -69,7 +141,10 @@ def main():
         if not os.path.exists(f):
             sys.exit("bench: %s is missing (make build; scripts/guest-build)" % f)
 
-    accel, why = probe_accel(args)
+    if args.accel:
+        accel, why = args.accel, "--accel"
+    else:
+        accel, why = probe_accel(args)
     print("bench: accelerator %s (%s)" % (accel.split(",")[0], why), flush=True)
     wanted = args.scenarios.split(",")
     scenarios = [s for s in SCENARIOS if s.name in wanted]
@@ -78,7 +153,9 @@ def main():
     if any(s.backing == "hugetlb1g" for s in scenarios) \
             and args.guest_mb % 1024 == 0:
         n1g = pages_1g(args.guest_mb)
-    with HostSetup(args.guest_mb, pages_2m(scenarios, args.guest_mb), n1g):
+    setup = contextlib.nullcontext() if args.host_ready else HostSetup(
+        args.guest_mb, pages_2m(scenarios, args.guest_mb), n1g)
+    with setup:
         results = run_all(scenarios, args, accel)
         hgm_kernel = kernel_splits_hugetlb()
 

@@ -41,8 +41,9 @@ def write(doc, out, now):
     """Write the .json, .md and .png of @doc into @out and say so; the
     markdown is printed too."""
     os.makedirs(out, exist_ok=True)
-    base = os.path.join(out, "%s-%s" % (now.strftime("%Y-%m-%d"),
-                                        doc["host"]))
+    base = os.path.join(out, "%s-%s%s" % (now.strftime("%Y-%m-%d"),
+                                          doc["host"], "-nested"
+                                          if doc.get("nested_on") else ""))
     with open(base + ".json", "w") as f:
         json.dump(doc, f, indent=1)
     md = markdown(doc)
@@ -71,7 +72,14 @@ def markdown(doc):
         " interpolated inside a bucket." % (
             doc["guest_mb"], doc["workload_mb"], doc["mode"], doc["vcpus"],
             doc["precopy_secs"], doc["precopy_bandwidth_mb"],
-            doc["bandwidth_mb"]), "",
+            doc["bandwidth_mb"]), ""]
+    if doc.get("nested_on"):
+        out += ["**Nested TCG**: both QEMUs of every migration ran under TCG"
+                " inside a TCG guest of the kernel above, on %s.  Absolute"
+                " figures are those of doubly emulated guests, many times"
+                " slower than on hardware; compare the rows with each other."
+                % doc["nested_on"], ""]
+    out += [
         "| scenario | preempt | network | faults | fault p50 | fault p99 |"
         " first touch p50 / p99 / max | vCPU blocktime | postcopy | MiB/s |"
         " downtime | huge at end / 1 s / 5 s | corrupt |",
@@ -120,6 +128,8 @@ STYLES = {
     "thp-hgm": ("#fb6a4a", "#a50f15", 10),           # red, triangle down
     "hugetlbfs-2m-hgm": ("#9e9ac8", "#54278f", 12),  # purple, diamond
     "hugetlbfs-1g": ("#969696", "#252525", 14),      # grey, pentagon
+    "hugetlbfs-1g-hgm": ("#f768a1", "#ae017e", 2),   # pink, cross
+    "memfd-hgm": ("#bcbd22", "#17becf", 1),          # olive/cyan, plus
 }
 
 
