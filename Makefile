@@ -25,6 +25,7 @@ help:
 	@echo "make check-libvirt  migrate with virsh between two libvirtd instances (root)"
 	@echo "make soak          20 back-to-back postcopy migrations with HGM (HGM_SOAK_ROUNDS)"
 	@echo "make bench         the benchmark: HGM against today's postcopy (root; BENCH_ARGS)"
+	@echo "make bench NESTED=1  the hugetlbfs scenarios inside a TCG guest of the HGM kernel"
 	@echo "make demo          a short side by side on a fresh machine, in one command (root)"
 	@echo "make host-setup    reserve huge pages, mount hugetlbfs and a THP tmpfs (root)"
 	@echo "make deps          install the build dependencies (root)"
@@ -58,8 +59,9 @@ soak: build
 guest: need-deps
 	@scripts/guest-build
 
-bench: build guest
-	@python3 bench/run.py $(BENCH_ARGS)
+# NESTED=1: inside a TCG guest of the HGM kernel (make hgm-kernel)
+bench: build guest $(if $(NESTED),hgm-kernel)
+	@python3 bench/run.py $(if $(NESTED),--nested) $(BENCH_ARGS)
 
 demo: build guest host-setup
 	@python3 bench/run.py --scenarios hugetlbfs-2m,thp,thp-hgm --preempt on \
