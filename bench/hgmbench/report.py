@@ -57,6 +57,18 @@ def write(doc, out, now):
     return base
 
 
+# QEMU's postcopy-latency-dist: 24 log2 buckets of µs, the last one open
+LAST_BUCKET_US = 2 ** 23
+
+
+def fmt_quantile(us):
+    """A quantile of a latency histogram (µs); one that falls in the last,
+    open-ended bucket is only known to be at least its lower bound."""
+    if us is not None and us >= LAST_BUCKET_US:
+        return "≥ %d µs (last bucket)" % LAST_BUCKET_US
+    return fmt(us, " µs", 0)
+
+
 def markdown(doc):
     out = ["Postcopy benchmark, %s on %s (%s, accelerator %s: %s)." % (
         doc["date"], doc["host"], doc["kernel"], doc["accel"],
@@ -103,10 +115,10 @@ def markdown(doc):
         out.append("| %s | %s | %s | %s | %s | %s | %s / %s / %s | %s | %s | %s"
                    " | %s | %s | %s |"
                    % (r["label"], "on" if r["preempt"] else "off", r["network"],
-                      nf, fmt(r.get("qemu_fault_p50_us"), " µs", 0),
-                      fmt(r.get("qemu_fault_p99_us"), " µs", 0),
+                      nf, fmt_quantile(r.get("qemu_fault_p50_us")),
+                      fmt_quantile(r.get("qemu_fault_p99_us")),
                       fmt(r["stall_p50_us"], " µs", 1),
-                      fmt(r["stall_p99_us"], " µs", 0),
+                      fmt_quantile(r["stall_p99_us"]),
                       fmt(r["stall_max_us"], " µs"),
                       "-" if bt is None else "/".join("%d" % b for b in bt)
                       + " ms",
