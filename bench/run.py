@@ -40,7 +40,8 @@ from hgmbench.vm import probe_accel
 # Nested (both QEMUs under TCG inside a TCG guest): hugetlbfs with and
 # without HGM, 2 MiB and 1 GiB pages; small enough for doubly emulated
 # guests (one vCPU, a smaller working set filled more slowly, so precopy
-# gets less time), and a translation cache sized for a guest of 10 GiB
+# gets less time), and a TCG translation cache of 256 MiB (the default
+# would take an eighth of the guest's RAM for each of the two QEMUs)
 NESTED_DEFAULTS = {
     "scenarios": "hugetlbfs-2m,hugetlbfs-2m-hgm,hugetlbfs-1g,hugetlbfs-1g-hgm",
     "network": "loopback", "vcpus": 1, "workload_mb": 256,
@@ -109,7 +110,8 @@ def nested(args):
         opts += ["--" + k.replace("_", "-"), str(getattr(args, k))]
     if any(":" in o or " " in o for o in opts):
         sys.exit("bench: no ':' or space in the options of --nested")
-    # It writes the results to <json> and calls --report
+    # It boots the guest, runs this there with --host-ready, and writes
+    # the report of what comes back with --report
     os.execv(os.path.join(TOP, "scripts/check-hgm-kernel"),
              ["check-hgm-kernel", "--bench", ":".join(opts), args.out])
 
