@@ -16,8 +16,11 @@
  *   {"epoch": E, ...}         every second: the first-touch latency
  *                             histogram of epoch E so far (log2 buckets
  *                             of microseconds, 24 of them as QEMU's
- *                             postcopy-latency-dist), accesses, and
- *                             pages found corrupted
+ *                             postcopy-latency-dist), accesses,
+ *                             pages found corrupted, and the stalls:
+ *                             every access of the epoch (not only first
+ *                             touches) slower than STALL_US, their
+ *                             number, summed time and the slowest
  *   {"done": ...}             at the end
  *
  * Usage: workload MIB MODE THREADS SECONDS
@@ -43,6 +46,11 @@
 #define PAGE 4096
 #define WORDS (PAGE / 8)
 #define BUCKETS 24
+/*
+ * An access slower than this stalled: a 4 KiB read, check and write
+ * takes a few microseconds, under TCG too (first touch p50 about 6 us)
+ */
+#define STALL_US 50
 
 static uint64_t *mem;
 static uint32_t *version;               /* per page, owned by its thread */
@@ -53,6 +61,7 @@ static atomic_int epoch, closed;
 static _Atomic uint8_t *touched_epoch;  /* per page: last epoch touched */
 static atomic_uint_fast64_t hist[BUCKETS];
 static atomic_uint_fast64_t first_touches, accesses, corrupt, max_ns;
+static atomic_uint_fast64_t stalls, stall_ns, stall_max_ns;
 static atomic_int stop;
 #define MAX_THREADS 64
 static atomic_uint_fast64_t per_thread[MAX_THREADS];
@@ -105,6 +114,14 @@ static void access_page(uint64_t p)
     }
     atomic_fetch_add(&accesses, 1);
     /* An access that spans the start of an epoch does not count in it */
+    if (e == e0 && !atomic_load(&closed) && t1 - t0 > STALL_US * 1000) {
+        uint64_t ns = t1 - t0, m = atomic_load(&stall_max_ns);
+
+        atomic_fetch_add(&stalls, 1);
+        atomic_fetch_add(&stall_ns, ns);
+        while (ns > m && !atomic_compare_exchange_weak(&stall_max_ns, &m, ns)) {
+        }
+    }
     if (e == e0 && !atomic_load(&closed) &&
         atomic_exchange(&touched_epoch[p], (uint8_t)e) != (uint8_t)e) {
         uint64_t ns = t1 - t0, m = atomic_load(&max_ns);
@@ -163,6 +180,9 @@ static void *epoch_reader(void *opaque)
             }
             atomic_store(&first_touches, 0);
             atomic_store(&max_ns, 0);
+            atomic_store(&stalls, 0);
+            atomic_store(&stall_ns, 0);
+            atomic_store(&stall_max_ns, 0);
             atomic_store(&closed, 0);
             atomic_fetch_add(&epoch, 1);
             printf("{\"armed\": %d}\n", atomic_load(&epoch));
@@ -183,11 +203,15 @@ static void report(const char *kind, double secs)
     flockfile(stdout);
     printf("{\"%s\": %.1f, \"epoch\": %d, \"accesses\": %llu,"
            " \"first_touches\": %llu, \"corrupt\": %llu, \"max_us\": %llu,"
+           " \"stalls\": %llu, \"stall_us\": %llu, \"stall_max_us\": %llu,"
            " \"hist_us_log2\": [", kind, secs, atomic_load(&epoch),
            (unsigned long long)atomic_load(&accesses),
            (unsigned long long)atomic_load(&first_touches),
            (unsigned long long)atomic_load(&corrupt),
-           (unsigned long long)atomic_load(&max_ns) / 1000);
+           (unsigned long long)atomic_load(&max_ns) / 1000,
+           (unsigned long long)atomic_load(&stalls),
+           (unsigned long long)atomic_load(&stall_ns) / 1000,
+           (unsigned long long)atomic_load(&stall_max_ns) / 1000);
     for (int b = 0; b < BUCKETS; b++) {
         printf("%s%llu", b ? ", " : "",
                (unsigned long long)atomic_load(&hist[b]));
