@@ -90,6 +90,11 @@ def parse_args():
                     " a nested run: with --nested-on)")
     ap.add_argument("--nested-on", metavar="TEXT",
                     help="what the nested guest ran on, for the report")
+    ap.add_argument("--builds", metavar="NAME=PATH,...",
+                    help="compare these QEMU binaries (builds of the"
+                    " series), each in every scenario, one after the other")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run everything this many times")
     ap.add_argument("--test-rounds", type=int, default=0,
                     help="concurrency test instead of the benchmark:"
                     " postcopy with HGM this many times, with and without"

@@ -80,7 +80,10 @@ def markdown(doc):
         " local HGM resolutions included), with how many faults there were."
         "  *First touch* columns: latency of the first access to each 4 KiB"
         " page during postcopy, measured in the guest (most pages are there"
-        " already when first touched).  Log2 buckets, percentiles"
+        " already when first touched).  *Guest stall*: every access of"
+        " the guest's workload during postcopy that took over 50 µs, summed"
+        " over its vCPUs, and the slowest; what the guest as a whole"
+        " waited.  Log2 buckets, percentiles"
         " interpolated inside a bucket." % (
             doc["guest_mb"], doc["workload_mb"], doc["mode"], doc["vcpus"],
             doc["precopy_secs"], doc["precopy_bandwidth_mb"],
@@ -93,13 +96,14 @@ def markdown(doc):
                 % doc["nested_on"], ""]
     out += [
         "| scenario | preempt | network | faults | fault p50 | fault p99 |"
-        " first touch p50 / p99 / max | vCPU blocktime | postcopy | MiB/s |"
-        " downtime | huge at end / 1 s / 5 s | corrupt |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        " first touch p50 / p99 / max | guest stall / worst | vCPU blocktime |"
+        " postcopy | MiB/s | downtime | huge at end / 1 s / 5 s | corrupt |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in doc["results"]:
+        label = r["label"] + (" [%s]" % r["build"] if r.get("build") else "")
         if "skipped" in r or "error" in r:
-            out.append("| %s | %s | %s | %s ||||||||||" % (
-                r["label"], "on" if r["preempt"] else "off", r["network"],
+            out.append("| %s | %s | %s | %s |||||||||||" % (
+                label, "on" if r["preempt"] else "off", r["network"],
                 "not run: " + r["skipped"] if "skipped" in r
                 else "failed: " + r["error"]))
             continue
@@ -112,19 +116,85 @@ def markdown(doc):
                                     if k in means else "")
                        for k, n in faults.items() if n) or "0"
         bt = (r.get("dst_stats") or {}).get("postcopy-vcpu-blocktime")
-        out.append("| %s | %s | %s | %s | %s | %s | %s / %s / %s | %s | %s | %s"
-                   " | %s | %s | %s |"
-                   % (r["label"], "on" if r["preempt"] else "off", r["network"],
+        stall = "-" if r.get("guest_stall_ms") is None else "%s / %s" % (
+            fmt_us(1000 * r["guest_stall_ms"]),
+            fmt_us(1000 * r["guest_worst_stall_ms"]))
+        out.append("| %s | %s | %s | %s | %s | %s | %s / %s / %s | %s | %s"
+                   " | %s | %s | %s | %s | %s |"
+                   % (label, "on" if r["preempt"] else "off", r["network"],
                       nf, fmt_quantile(r.get("qemu_fault_p50_us")),
                       fmt_quantile(r.get("qemu_fault_p99_us")),
                       fmt(r["stall_p50_us"], " µs", 1),
                       fmt_quantile(r["stall_p99_us"]),
-                      fmt(r["stall_max_us"], " µs"),
+                      fmt(r["stall_max_us"], " µs"), stall,
                       "-" if bt is None else "/".join("%d" % b for b in bt)
                       + " ms",
                       fmt(r["postcopy_s"], " s", 2), fmt(r.get("postcopy_mbps")),
                       fmt(r["downtime_ms"], " ms"), hs, r["corrupt"]))
+    out += summary(doc["results"])
     return "\n".join(out) + "\n"
+
+
+def median(values):
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] +
+                                                 values[mid]) / 2
+
+
+def summary(results):
+    """With repeated runs or several builds: the median of each measure
+    over the runs of one scenario, build, preempt setting and network,
+    with its range, in the order they first ran."""
+    groups = {}
+    for r in results:
+        if "skipped" in r or "error" in r:
+            continue
+        key = (r["label"], r.get("build", ""), r["preempt"], r["network"])
+        groups.setdefault(key, []).append(r)
+    if not any(len(g) > 1 for g in groups.values()) and \
+            not any(k[1] for k in groups):
+        return []
+
+    def cell(rs, get, scale=1000):
+        vals = [get(r) for r in rs]
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            return "-"
+        m = fmt_us(median(vals) * scale)
+        if len(vals) == 1:
+            return m
+        return "%s (%s-%s)" % (m, fmt_us(min(vals) * scale),
+                               fmt_us(max(vals) * scale))
+
+    def mean_by_request(r):
+        means = r.get("qemu_fault_mean_us") or {}
+        v = means.get("page", means.get("huge-page"))
+        return None if v is None else v / 1000
+
+    def blocktime(r):
+        bt = (r.get("dst_stats") or {}).get("postcopy-vcpu-blocktime")
+        return None if bt is None else sum(bt)
+
+    out = ["", "Medians over the runs (range in brackets):", "",
+           "| scenario | preempt | network | runs | postcopy | guest stall |"
+           " worst stall | vCPU blocktime (sum) | fault p50 |"
+           " mean fault by request | requests |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (label, build, preempt, net), rs in groups.items():
+        out.append("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |"
+                   % (label + (" [%s]" % build if build else ""),
+                      "on" if preempt else "off", net, len(rs),
+                      cell(rs, lambda r: r["postcopy_s"], 1e6),
+                      cell(rs, lambda r: r.get("guest_stall_ms")),
+                      cell(rs, lambda r: r.get("guest_worst_stall_ms")),
+                      cell(rs, blocktime),
+                      cell(rs, lambda r: r.get("qemu_fault_p50_us"), 1),
+                      cell(rs, mean_by_request),
+                      fmt(median(r.get("postcopy_requests") for r in rs))))
+    return out
 
 
 # How each series is drawn, so that every line of a panel (one network)
@@ -199,8 +269,9 @@ def plot(doc, png):
     panels = []
     for net in nets:
         plots = ["$d%d using 1:2 with linespoints %s title '%s'" % (
-            i, style(r), ("%s%s" % (r["label"], ", preempt" if r["preempt"]
-                                    else "")).replace("'", ""))
+            i, style(r), ("%s%s%s" % (
+                r["label"], " [%s]" % r["build"] if r.get("build") else "",
+                ", preempt" if r["preempt"] else "")).replace("'", ""))
             for i, r in enumerate(series) if r["network"] == net]
         panels.append("set title '%s' noenhanced\nplot %s" % (
             net.replace("'", ""), ", ".join(plots)))

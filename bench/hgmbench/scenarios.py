@@ -7,7 +7,7 @@ import shutil
 import tempfile
 import time
 
-from . import MIB
+from . import MIB, QEMU
 from .host import (HUGETLB_1G, HUGETLB_2M, THP_DIR, Net, fs_type, hugepages,
                    kernel_splits_hugetlb, thp_dir)
 from .report import fmt
@@ -156,10 +156,10 @@ def percentile(hist, q):
     return 2 ** BUCKETS
 
 
-def run_one(sc, preempt, net, args, accel, tag):
-    """One migration in scenario @sc over @net (entered): start both QEMUs,
-    precopy for args.precopy_secs, switch to postcopy, wait for completion,
-    and measure.  A dict of the measurements; 'ok' False and 'error' when
+def run_one(sc, preempt, net, args, accel, tag, binary=QEMU):
+    """One migration in scenario @sc over @net (entered), both QEMUs from
+    @binary: start them, precopy for args.precopy_secs, switch to postcopy,
+    wait for completion, and measure.  A dict of the measurements; 'ok' False and 'error' when
     something failed."""
     work = tempfile.mkdtemp(prefix="hgm-bench-")
     vms, files = [], []
@@ -171,10 +171,11 @@ def run_one(sc, preempt, net, args, accel, tag):
         dmem, dpath = sc.memory("dst", args.guest_mb, tag)
         files = [f for f in (spath, dpath) if f]
         dst = BenchVM(work, "dst", dmem, args, accel, net.dst_wrapper,
-                      incoming=True)
+                      incoming=True, binary=binary)
         vms.append(dst)
         dst.start()
-        src = BenchVM(work, "src", smem, args, accel, net.src_wrapper)
+        src = BenchVM(work, "src", smem, args, accel, net.src_wrapper,
+                      binary=binary)
         vms.append(src)
         src.start()
         ss, ds = src.serial, dst.serial
@@ -291,6 +292,13 @@ def run_one(sc, preempt, net, args, accel, tag):
             "stall_p50_us": percentile(hist, 0.5),
             "stall_p99_us": percentile(hist, 0.99),
             "stall_max_us": g["max_us"],
+            # every access slower than the workload's STALL_US: what the
+            # guest as a whole waited, and its longest wait
+            "guest_stalls": g.get("stalls"),
+            "guest_stall_ms": None if g.get("stall_us") is None
+            else round(g["stall_us"] / 1000, 1),
+            "guest_worst_stall_ms": None if g.get("stall_max_us") is None
+            else round(g["stall_max_us"] / 1000, 1),
         })
         res["ok"] = g["corrupt"] == 0 and not res["stuck_threads"]
     except Skip as e:
@@ -325,24 +333,42 @@ def run_one(sc, preempt, net, args, accel, tag):
     return res
 
 
+def builds(args):
+    """The QEMU builds to compare, [(name, binary)]: --builds NAME=PATH,...
+    or the project's build, unnamed."""
+    if not args.builds:
+        return [("", QEMU)]
+    out = []
+    for b in args.builds.split(","):
+        name, sep, path = b.partition("=")
+        if not sep or not os.access(path, os.X_OK):
+            raise SystemExit("bench: --builds wants NAME=PATH of a QEMU"
+                             " binary, not %r" % b)
+        out.append((name, os.path.abspath(path)))
+    return out
+
+
 def run_all(scenarios, args, accel):
     """Every scenario with every preempt setting over every network of
-    @args, one after the other, with a line of progress for each; the
-    list of their results."""
+    @args, with every build, args.repeat times; the builds of one scenario
+    one after the other, so that they see the host in the same state.  A
+    line of progress for each; the list of their results."""
     results = []
-    runs = [(s, p == "on", n) for n in args.network.split(",")
-            for s in scenarios for p in args.preempt.split(",")]
-    for i, (sc, preempt, netkind) in enumerate(runs, 1):
+    runs = [(s, p == "on", n, b, rep) for rep in range(args.repeat)
+            for n in args.network.split(",") for s in scenarios
+            for p in args.preempt.split(",") for b in builds(args)]
+    for i, (sc, preempt, netkind, (bname, binary), rep) in enumerate(runs, 1):
         net = Net(netkind, args.rate, args.delay_us)
-        line = "[%d/%d] %s, preempt %s, %s" % (
-            i, len(runs), sc.label, "on" if preempt else "off", net.label())
+        line = "[%d/%d] %s%s, preempt %s, %s" % (
+            i, len(runs), sc.label, " [%s]" % bname if bname else "",
+            "on" if preempt else "off", net.label())
         print(line + " ...", end="", flush=True)
         t = time.time()
         try:
             sc.check(args.guest_mb)
             with net:
                 r = run_one(sc, preempt, net, args, accel,
-                            "%d-%d" % (os.getpid(), i))
+                            "%d-%d" % (os.getpid(), i), binary)
                 print(" [%s]" % net.label() if net.qdisc else "", end="",
                       flush=True)
         except Skip as e:
@@ -353,16 +379,21 @@ def run_all(scenarios, args, accel):
             r = {"scenario": sc.name, "label": sc.label, "hgm": sc.hgm,
                  "preempt": preempt, "network": net.label(),
                  "error": "%s: %s" % (type(e).__name__, e), "ok": False}
+        if bname:
+            r["build"] = bname
+        r["repeat"] = rep
         results.append(r)
         if "skipped" in r:
             print(" not run: " + r["skipped"], flush=True)
         elif "error" in r:
             print(" FAILED: " + r["error"], flush=True)
         else:
-            print(" faults p50 %s us, p99 %s us, postcopy %.2f s, huge %s"
-                  " (%.0f s)"
+            print(" faults p50 %s us, p99 %s us, postcopy %.2f s, guest"
+                  " stall %s ms (worst %s ms), huge %s (%.0f s)"
                   % (fmt(r.get("qemu_fault_p50_us"), "", 0),
                      fmt(r.get("qemu_fault_p99_us")), r["postcopy_s"],
+                     fmt(r.get("guest_stall_ms")),
+                     fmt(r.get("guest_worst_stall_ms")),
                      fmt(None if r["huge_after_1s"] is None
                          else 100 * r["huge_after_1s"], "%"),
                      time.time() - t), flush=True)

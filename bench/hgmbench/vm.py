@@ -112,9 +112,9 @@ class BenchVM(QEMUMachine):
     started).  cmd() runs a QMP command and returns its result."""
 
     def __init__(self, work, side, mem, args, accel, wrapper=(),
-                 incoming=False):
+                 incoming=False, binary=QEMU):
         qemu_args = [
-            "-name", side, "-nodefaults", "-no-user-config",
+            "-name", side + ",debug-threads=on", "-nodefaults", "-no-user-config",
             "-accel", accel, "-cpu", "max", "-smp", str(args.vcpus),
             "-m", "%dM" % args.guest_mb,
             "-object", mem, "-machine", "q35,memory-backend=mem0",
@@ -125,11 +125,19 @@ class BenchVM(QEMUMachine):
             "-no-reboot"]
         if incoming:
             qemu_args += ["-incoming", "defer"]
+        # HGM_BENCH_TRACE=PATTERN,...: these QEMU trace events, with their
+        # times, into <work>/<side>.trace (HGM_BENCH_KEEP=1 keeps it)
+        for pattern in filter(None, os.environ.get("HGM_BENCH_TRACE",
+                                                   "").split(",")):
+            qemu_args += ["-trace", "enable=" + pattern]
+        if os.environ.get("HGM_BENCH_TRACE"):
+            qemu_args += ["-msg", "timestamp=on",
+                          "-D", os.path.join(work, side + ".trace")]
         # setsid: QEMU in a session of its own, so that a ^C on the
         # terminal reaches only the benchmark, which then stops QEMU.  (The
         # child of Popen never leads a process group, so setsid execs
         # QEMU without forking: QEMU keeps the pid QEMUMachine knows.)
-        super().__init__(QEMU, args=qemu_args,
+        super().__init__(binary, args=qemu_args,
                          wrapper=["setsid"] + list(wrapper), name=side,
                          log_dir=work)
         self.set_console()
