@@ -179,4 +179,8 @@ class Net:
         if self.qdisc == "tbf":
             return "veth %s (tbf; no netem in this kernel, so no delay)" % (
                 self.rate)
+        if self.qdisc is None:
+            # Not set up (a scenario that did not run): what it would
+            # have been is not known before trying netem
+            return "veth %s" % self.rate
         return "veth %s, %d us each way" % (self.rate, self.delay_us)
