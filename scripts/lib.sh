@@ -46,7 +46,7 @@ all_known() {
 
 # Same content in the two series directories (series file and patches)?
 same_series() {
-    diff -r -q -x '.*' "$1" "$2" >/dev/null 2>&1
+    diff -r -q -x '.*' -x README "$1" "$2" >/dev/null 2>&1
 }
 
 tree_dirty() {
