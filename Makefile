@@ -63,7 +63,8 @@ guest: need-deps
 bench: build guest $(if $(NESTED),hgm-kernel)
 	@python3 bench/run.py $(if $(NESTED),--nested) $(BENCH_ARGS)
 
-demo: build guest host-setup
+# The benchmark prepares the host itself and undoes what it changed
+demo: build guest
 	@python3 bench/run.py --scenarios hugetlbfs-2m,thp,thp-hgm --preempt on \
 	    --network loopback --guest-mb 512 --workload-mb 256 --precopy-secs 3 \
 	    --out $(TOP)/build/demo
