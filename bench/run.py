@@ -93,6 +93,10 @@ def parse_args():
     ap.add_argument("--builds", metavar="NAME=PATH,...",
                     help="compare these QEMU binaries (builds of the"
                     " series), each in every scenario, one after the other")
+    ap.add_argument("--stats", default="on",
+                    help="QEMU's fault statistics (postcopy-blocktime) on"
+                    " the destination: on, off, or on,off to measure what"
+                    " they cost (default on)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run everything this many times")
     ap.add_argument("--test-rounds", type=int, default=0,

@@ -156,10 +156,11 @@ def percentile(hist, q):
     return 2 ** BUCKETS
 
 
-def run_one(sc, preempt, net, args, accel, tag, binary=QEMU):
+def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True):
     """One migration in scenario @sc over @net (entered), both QEMUs from
-    @binary: start them, precopy for args.precopy_secs, switch to postcopy,
-    wait for completion, and measure.  A dict of the measurements; 'ok' False and 'error' when
+    @binary, the destination with postcopy-blocktime (QEMU's fault
+    statistics) when @stats: start them, precopy for args.precopy_secs,
+    switch to postcopy, wait for completion, and measure.  A dict of the measurements; 'ok' False and 'error' when
     something failed."""
     work = tempfile.mkdtemp(prefix="hgm-bench-")
     vms, files = [], []
@@ -182,7 +183,7 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU):
         for vm, is_dst in ((src, False), (dst, True)):
             caps = ["postcopy-ram"] + (["postcopy-ram-hgm"] if sc.hgm else []) \
                 + (["postcopy-preempt"] if preempt else []) \
-                + (["postcopy-blocktime"] if is_dst else [])
+                + (["postcopy-blocktime"] if is_dst and stats else [])
             vm.cmd("migrate-set-capabilities", capabilities=[
                 {"capability": c, "state": True} for c in caps])
         # Precopy slower than the guest dirties memory, so that it never
@@ -354,11 +355,16 @@ def run_all(scenarios, args, accel):
     one after the other, so that they see the host in the same state.  A
     line of progress for each; the list of their results."""
     results = []
-    runs = [(s, p == "on", n, b, rep) for rep in range(args.repeat)
+    runs = [(s, p == "on", n, b, st == "on", rep)
+            for rep in range(args.repeat)
             for n in args.network.split(",") for s in scenarios
-            for p in args.preempt.split(",") for b in builds(args)]
-    for i, (sc, preempt, netkind, (bname, binary), rep) in enumerate(runs, 1):
+            for p in args.preempt.split(",") for b in builds(args)
+            for st in args.stats.split(",")]
+    for i, (sc, preempt, netkind, (bname, binary), stats, rep) in \
+            enumerate(runs, 1):
         net = Net(netkind, args.rate, args.delay_us)
+        bname = ", ".join(x for x in (bname, "" if stats else "no stats")
+                          if x)
         line = "[%d/%d] %s%s, preempt %s, %s" % (
             i, len(runs), sc.label, " [%s]" % bname if bname else "",
             "on" if preempt else "off", net.label())
@@ -368,7 +374,7 @@ def run_all(scenarios, args, accel):
             sc.check(args.guest_mb)
             with net:
                 r = run_one(sc, preempt, net, args, accel,
-                            "%d-%d" % (os.getpid(), i), binary)
+                            "%d-%d" % (os.getpid(), i), binary, stats)
                 print(" [%s]" % net.label() if net.qdisc else "", end="",
                       flush=True)
         except Skip as e:
