@@ -171,8 +171,11 @@ def summary(results):
 
     def mean_by_request(r):
         means = r.get("qemu_fault_mean_us") or {}
-        v = means.get("page", means.get("huge-page"))
-        return None if v is None else v / 1000
+        faults = r.get("qemu_faults") or {}
+        for kind in ("page", "huge-page"):
+            if faults.get(kind):
+                return means[kind] / 1000
+        return None
 
     def blocktime(r):
         bt = (r.get("dst_stats") or {}).get("postcopy-vcpu-blocktime")
