@@ -1,4 +1,4 @@
-# postcopy-ram-hgm: a QEMU 10.0 patch series and the tooling around it.
+# postcopy-ram-hgm: a QEMU 10.2 patch series and the tooling around it.
 # 'make' builds, 'make check' tests; see README.md.
 
 SHELL := /bin/bash
