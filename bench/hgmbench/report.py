@@ -64,9 +64,11 @@ LAST_BUCKET_US = 2 ** 23
 def fmt_quantile(us):
     """A quantile of a latency histogram (µs); one that falls in the last,
     open-ended bucket is only known to be at least its lower bound."""
-    if us is not None and us >= LAST_BUCKET_US:
-        return "≥ %d µs (last bucket)" % LAST_BUCKET_US
-    return fmt(us, " µs", 0)
+    if us is None:
+        return "-"
+    if us >= LAST_BUCKET_US:
+        return "≥ %s (last bucket)" % fmt_us(LAST_BUCKET_US)
+    return fmt_us(us)
 
 
 def markdown(doc):
@@ -124,9 +126,9 @@ def markdown(doc):
                    % (label, "on" if r["preempt"] else "off", r["network"],
                       nf, fmt_quantile(r.get("qemu_fault_p50_us")),
                       fmt_quantile(r.get("qemu_fault_p99_us")),
-                      fmt(r["stall_p50_us"], " µs", 1),
+                      fmt_quantile(r["stall_p50_us"]),
                       fmt_quantile(r["stall_p99_us"]),
-                      fmt(r["stall_max_us"], " µs"), stall,
+                      fmt_quantile(r["stall_max_us"]), stall,
                       "-" if bt is None else "/".join("%d" % b for b in bt)
                       + " ms",
                       fmt(r["postcopy_s"], " s", 2), fmt(r.get("postcopy_mbps")),
@@ -221,9 +223,11 @@ STYLES = {
 def style(r):
     """gnuplot style of the line of result @r."""
     light, dark, pt = STYLES.get(r["scenario"], ("#bcbd22", "#17becf", 2))
-    return "lw 2 lc rgb '%s' pt %d ps 1.3 dt %d" % (
-        dark if r["preempt"] else light, pt + (1 if r["preempt"] else 0),
-        1 if r["preempt"] else 2)
+    # Without preempt wide and dashed, with it narrow and solid on top:
+    # where two lines coincide, both stay visible
+    return "lw %g lc rgb '%s' pt %d ps 1.3 dt %d" % (
+        1.5 if r["preempt"] else 4, dark if r["preempt"] else light,
+        pt + (1 if r["preempt"] else 0), 1 if r["preempt"] else 2)
 
 
 def time_label(us, micro):
@@ -253,41 +257,62 @@ def plot(doc, png):
                                          capture_output=True, text=True).stderr
     micro = "µs" if cairo else "us"     # gd's png terminal lacks µ
     # Each point: the upper bound of a bucket (µs) and the share of the
-    # faults up to there; tics at every power of ten up to the last bound
-    data, xmax = [], 1
+    # faults up to there, from the first bucket with faults to the last.
+    # QEMU's last bucket is open (at least LAST_BUCKET_US, no upper
+    # bound): its faults are drawn at that lower bound, marked, and
+    # labelled as such.  The x axis spans the buckets with faults.
+    data, labels, xmin, xmax = [], [], None, 1
     for i, r in enumerate(series):
         hist = r["qemu_fault_hist_us_log2"]
         total, seen = sum(hist), 0
+        first = next(b for b, n in enumerate(hist) if n)
+        last = max(b for b, n in enumerate(hist) if n)
+        open_last = last == len(hist) - 1
         data.append("$d%d << EOD" % i)
-        for b, n in enumerate(hist):
-            seen += n
-            data.append("%g %g" % (2 ** (b + 1), seen / total))
-            xmax = max(xmax, 2 ** (b + 1))
+        for b in range(first, last + 1):
+            seen += hist[b]
+            x = LAST_BUCKET_US if b == len(hist) - 1 else 2 ** (b + 1)
+            data.append("%g %g" % (x, seen / total))
         data.append("EOD")
+        if open_last:
+            labels.append("set label '%d ≥ %s' at %g,%g point pt 7 ps 2 "
+                          "offset -12,-1 noenhanced" % (
+                              hist[-1], time_label(LAST_BUCKET_US, micro),
+                              LAST_BUCKET_US, 1.0))
+        lo = 2 ** first if first else 1
+        xmin = lo if xmin is None else min(xmin, lo)
+        xmax = max(xmax, LAST_BUCKET_US if open_last else 2 ** (last + 1))
     tics = []
     t = 1
-    while t <= xmax:
-        tics.append('"%s" %g' % (time_label(t, micro), t))
+    while t <= xmax * 10:
+        if xmin / 10 < t <= xmax * 10:
+            tics.append('"%s" %g' % (time_label(t, micro), t))
         t *= 10
     panels = []
     for net in nets:
         plots = ["$d%d using 1:2 with linespoints %s title '%s'" % (
-            i, style(r), ("%s%s%s" % (
+            i, style(r), ("%s%s%s (%d faults)" % (
                 r["label"], " [%s]" % r["build"] if r.get("build") else "",
-                ", preempt" if r["preempt"] else "")).replace("'", ""))
+                ", preempt" if r["preempt"] else "",
+                sum(r["qemu_fault_hist_us_log2"]))).replace("'", ""))
             for i, r in enumerate(series) if r["network"] == net]
+        title = ("CDF of the page fault latencies QEMU measured during"
+                 " postcopy, %s; guest %d MiB, %d MiB %s over %d vCPUs, %s" % (
+                     net, doc["guest_mb"], doc["workload_mb"], doc["mode"],
+                     doc["vcpus"], doc["accel"]))
         panels.append("set title '%s' noenhanced\nplot %s" % (
-            net.replace("'", ""), ", ".join(plots)))
+            title.replace("'", ""), ", ".join(plots)))
     script = "\n".join(data + [
         "set encoding utf8",
         "set terminal %s size 1400,%d" % ("pngcairo" if cairo else "png",
                                           520 * len(panels)),
         "set output '%s'" % png, "set multiplot layout %d,1" % len(panels),
-        "set logscale x 10", "set xrange [1:%g]" % xmax,
+        "set logscale x 10", "set xrange [%g:%g]" % (xmin, xmax * 2),
         "set xtics (%s)" % ", ".join(tics), "set key noenhanced",
         "set xlabel 'page fault latency during postcopy (log2 buckets, each"
         " at its upper bound)'",
         "set ylabel 'share of faults'", "set key outside right",
-        "set grid", "set yrange [0:1]"] + panels + ["unset multiplot"])
+        "set grid", "set yrange [0:1.05]"] + labels + panels +
+        ["unset multiplot"])
     subprocess.run([gp], input=script, text=True, check=True)
     return None
