@@ -97,6 +97,10 @@ def parse_args():
                     help="QEMU's fault statistics (postcopy-blocktime) on"
                     " the destination: on, off, or on,off to measure what"
                     " they cost (default on)")
+    ap.add_argument("--prefetch", default="",
+                    help="HGM scenarios: x-postcopy-hgm-prefetch on the"
+                    " source, a comma list of sizes (0 = off, 64K, 2M, ...)"
+                    " to run each; QEMU's default when not given")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run everything this many times")
     ap.add_argument("--test-rounds", type=int, default=0,

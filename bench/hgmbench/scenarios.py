@@ -156,10 +156,12 @@ def percentile(hist, q):
     return 2 ** BUCKETS
 
 
-def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True):
+def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
+            prefetch=None):
     """One migration in scenario @sc over @net (entered), both QEMUs from
     @binary, the destination with postcopy-blocktime (QEMU's fault
-    statistics) when @stats: start them, precopy for args.precopy_secs,
+    statistics) when @stats, the source with x-postcopy-hgm-prefetch
+    @prefetch unless None: start them, precopy for args.precopy_secs,
     switch to postcopy, wait for completion, and measure.  A dict of the measurements; 'ok' False and 'error' when
     something failed."""
     work = tempfile.mkdtemp(prefix="hgm-bench-")
@@ -192,6 +194,10 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True):
             "max-bandwidth": args.precopy_bandwidth_mb * MIB,
             "max-postcopy-bandwidth": args.bandwidth_mb * MIB,
             "downtime-limit": 1})
+        if prefetch is not None:
+            src.cmd("migrate-set-parameters", args_dict={
+                "x-postcopy-hgm-prefetch": prefetch})
+            res["prefetch"] = prefetch
         dst.cmd("migrate-incoming", uri="tcp:%s:0" % net.addr)
         port = dst.cmd("query-migrate")["socket-address"][0]["port"]
         ready = ss.wait("ready", 120)
@@ -334,6 +340,27 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True):
     return res
 
 
+def parse_size(text):
+    """Bytes of a size such as 0, 4096, 64K or 2M"""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper()
+    try:
+        if text[-1:] in units:
+            return int(text[:-1]) * units[text[-1]]
+        return int(text)
+    except ValueError:
+        raise SystemExit("bench: --prefetch wants sizes such as 0, 64K or"
+                         " 2M, not %r" % text)
+
+
+def fmt_size(n):
+    """64K, 2M: the inverse of parse_size for whole units"""
+    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n % size == 0:
+            return "%d%s" % (n // size, unit)
+    return str(n)
+
+
 def builds(args):
     """The QEMU builds to compare, [(name, binary)]: --builds NAME=PATH,...
     or the project's build, unnamed."""
@@ -355,16 +382,20 @@ def run_all(scenarios, args, accel):
     one after the other, so that they see the host in the same state.  A
     line of progress for each; the list of their results."""
     results = []
-    runs = [(s, p == "on", n, b, st == "on", rep)
+    prefetch = [parse_size(x) for x in args.prefetch.split(",") if x]
+    runs = [(s, p == "on", n, b, st == "on", pf, rep)
             for rep in range(args.repeat)
             for n in args.network.split(",") for s in scenarios
             for p in args.preempt.split(",") for b in builds(args)
-            for st in args.stats.split(",")]
-    for i, (sc, preempt, netkind, (bname, binary), stats, rep) in \
+            for st in args.stats.split(",")
+            for pf in (prefetch if s.hgm and prefetch else [None])]
+    for i, (sc, preempt, netkind, (bname, binary), stats, pf, rep) in \
             enumerate(runs, 1):
         net = Net(netkind, args.rate, args.delay_us)
-        bname = ", ".join(x for x in (bname, "" if stats else "no stats")
-                          if x)
+        bname = ", ".join(x for x in (
+            bname, "" if stats else "no stats",
+            "" if pf is None else "prefetch %s" % (
+                "off" if pf == 0 else fmt_size(pf))) if x)
         line = "[%d/%d] %s%s, preempt %s, %s" % (
             i, len(runs), sc.label, " [%s]" % bname if bname else "",
             "on" if preempt else "off", net.label())
@@ -374,7 +405,7 @@ def run_all(scenarios, args, accel):
             sc.check(args.guest_mb)
             with net:
                 r = run_one(sc, preempt, net, args, accel,
-                            "%d-%d" % (os.getpid(), i), binary, stats)
+                            "%d-%d" % (os.getpid(), i), binary, stats, pf)
                 print(" [%s]" % net.label() if net.qdisc else "", end="",
                       flush=True)
         except Skip as e:
