@@ -1,5 +1,6 @@
 """QEMUs running the benchmark guest, driven with QEMU's own python package
-from the source tree (build/qemu/python: qemu.machine.QEMUMachine), and the
+from the source tree (build/qemu/python: qemu.machine.QEMUMachine and the
+synchronous QMP client qemu.qmp.legacy.QEMUMonitorProtocol), and the
 guest's serial console, on which the workload reports in JSON lines."""
 import json
 import os
@@ -20,8 +21,28 @@ sys.path.insert(0, QEMU_PYTHON)
 # pylint: disable=wrong-import-position
 from qemu.machine import QEMUMachine  # noqa: E402
 from qemu.machine.machine import AbnormalShutdown, VMLaunchFailure  # noqa: E402
+from qemu.qmp import ConnectError  # noqa: E402
+from qemu.qmp.legacy import QEMUMonitorProtocol  # noqa: E402
 
 QMP_TIMEOUT = 30        # s, for any QMP command
+
+
+def qmp_connect(path, timeout=QMP_TIMEOUT):
+    """A QMP connection to the unix socket @path, waiting up to @timeout s
+    for QEMU to create it; its commands time out after @timeout s.  Used by
+    scripts/libvirt-test (its python is inline, grep finds it there)."""
+    deadline = time.time() + timeout
+    while True:
+        qmp = QEMUMonitorProtocol(path)
+        try:
+            qmp.connect()
+        except ConnectError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.05)
+            continue
+        qmp.settimeout(timeout)
+        return qmp
 
 
 class Serial:
