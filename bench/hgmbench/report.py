@@ -183,13 +183,44 @@ def summary(results):
         bt = (r.get("dst_stats") or {}).get("postcopy-vcpu-blocktime")
         return None if bt is None else sum(bt)
 
+    def ratio_cell(rs, get):
+        vals = [v for v in (get(r) for r in rs) if v is not None]
+        if not vals:
+            return "-"
+        if min(vals) == max(vals):
+            return "%.2f" % vals[0]
+        return "%.2f (%.2f-%.2f)" % (median(vals), min(vals), max(vals))
+
+    def hgm_stat(r, key):
+        return ((r.get("dst_stats") or {}).get("postcopy-hgm") or {}).get(key)
+
+    def per_huge_page(r):
+        # Without HGM each request asks for a whole huge page
+        hps = hgm_stat(r, "huge-pages-requested")
+        if hgm_stat(r, "faults-requested") is None:
+            return 1.0 if r.get("postcopy_requests") else None
+        if hps is None:
+            # From a QEMU without the count
+            return None
+        return hgm_stat(r, "faults-requested") / hps if hps else None
+
+    def arrivals(rs):
+        # How the pieces received in postcopy came (HGM), medians
+        keys = ("pieces-requested", "pieces-prefetched", "pieces-bulk")
+        vals = [median(hgm_stat(r, k) or 0 for r in rs) for k in keys]
+        if not any(hgm_stat(r, keys[0]) is not None for r in rs):
+            return "-"
+        return " / ".join(fmt(v) for v in vals)
+
     out = ["", "Medians over the runs (range in brackets):", "",
            "| scenario | preempt | network | runs | postcopy | guest stall |"
            " worst stall | vCPU blocktime (sum) | fault p50 |"
-           " mean fault by request | requests |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           " mean fault by request | requests | requests per huge page |"
+           " pieces requested / prefetched / bulk |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (label, build, preempt, net), rs in groups.items():
         out.append("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |"
+                   " %s | %s |"
                    % (label + (" [%s]" % build if build else ""),
                       "on" if preempt else "off", net, len(rs),
                       cell(rs, lambda r: r["postcopy_s"], 1e6),
@@ -198,7 +229,8 @@ def summary(results):
                       cell(rs, blocktime),
                       cell(rs, lambda r: r.get("qemu_fault_p50_us"), 1),
                       cell(rs, mean_by_request),
-                      fmt(median(r.get("postcopy_requests") for r in rs))))
+                      fmt(median(r.get("postcopy_requests") for r in rs)),
+                      ratio_cell(rs, per_huge_page), arrivals(rs)))
     return out
 
 
