@@ -4,6 +4,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import subprocess
 import tempfile
 import time
 
@@ -156,6 +158,31 @@ def percentile(hist, q):
     return 2 ** BUCKETS
 
 
+def perf_start(work, vms):
+    """HGM_BENCH_PERF=1: record both QEMUs with perf (call graphs) through
+    postcopy, into <work>/<side>.perf.data (the work directory is kept).
+    The recorders, for perf_stop()."""
+    if not os.environ.get("HGM_BENCH_PERF"):
+        return []
+    procs = []
+    for side, vm in vms:
+        out = os.path.join(work, side + ".perf.data")
+        procs.append(subprocess.Popen(
+            ["perf", "record", "-q", "-g", "-p", str(vm.get_pid()),
+             "-o", out], stdout=subprocess.DEVNULL,
+            stderr=open(out + ".log", "w")))
+    time.sleep(1)       # perf is attached
+    return procs
+
+
+def perf_stop(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    for p in procs:
+        p.wait(60)
+
+
 def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
             prefetch=None):
     """One migration in scenario @sc over @net (entered), both QEMUs from
@@ -165,7 +192,7 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
     switch to postcopy, wait for completion, and measure.  A dict of the measurements; 'ok' False and 'error' when
     something failed."""
     work = tempfile.mkdtemp(prefix="hgm-bench-")
-    vms, files = [], []
+    vms, files, perf = [], [], []
     src = dst = None
     res = {"scenario": sc.name, "label": sc.label, "hgm": sc.hgm,
            "preempt": preempt, "network": net.label(), "accel": accel}
@@ -213,10 +240,13 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
         # Arm the guest's switchover detection, then switch
         ss.send("\n")
         ss.wait("armed", 60)
+        perf = perf_start(work, (("src", src), ("dst", dst)))
         t_switch = time.time()
         src.cmd("migrate-start-postcopy")
         info = wait_status(src, ("completed", "failed"), args.timeout)
         t_done = time.time()
+        perf_stop(perf)
+        perf = []
         if info["status"] != "completed":
             raise RuntimeError("migration failed: %s" % info.get("error-desc"))
         # Postcopy is over: the guest stops counting first touches
@@ -321,6 +351,7 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
                     "%.1f s ago: %s" % (now - t, json.dumps(o)[:160])
                     for t, o in vm.serial.lines[-3:]]
     finally:
+        perf_stop(perf)
         for vm in vms:
             vm.stop()
         for f in files:
@@ -328,7 +359,7 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
                 os.unlink(f)
             except OSError:
                 pass
-        if os.environ.get("HGM_BENCH_KEEP"):
+        if os.environ.get("HGM_BENCH_KEEP") or os.environ.get("HGM_BENCH_PERF"):
             res["workdir"] = work
             for side, vm in (("src", src), ("dst", dst)):
                 if vm and vm.serial:
