@@ -2,6 +2,28 @@
 # shellcheck shell=bash
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# The name messages start with: the script's, unless it set its own
+prog=${prog:-$(basename "$0")}
+
+say() { echo "$prog: $*"; }
+die() { echo "$prog: error: $*" >&2; exit 1; }
+
+# Test results, one format for every test script: 'PASS  NAME',
+# 'FAIL  NAME (REASON)', 'SKIP  NAME (REASON)', counted for summary()
+pass=0 fail=0 skip=0
+result() {  # result pass|fail|skip NAME [REASON]
+    local r=$1 name=$2 why=${3:-}
+    case $r in
+    pass) pass=$((pass + 1)); printf 'PASS  %s\n' "$name" ;;
+    fail) fail=$((fail + 1)); printf 'FAIL  %s%s\n' "$name" "${why:+ ($why)}" ;;
+    skip) skip=$((skip + 1)); printf 'SKIP  %s%s\n' "$name" "${why:+ ($why)}" ;;
+    esac
+}
+
+# The closing line of a test script, which .ci/run sums
+summary() {
+    echo "$pass passed, $fail failed, $skip skipped"
+}
 tree=$top/build/qemu
 patches=$top/patches
 # What build/qemu was last made from or exported to: a copy of the series.
