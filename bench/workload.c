@@ -21,6 +21,8 @@
  *                             every access of the epoch (not only first
  *                             touches) slower than STALL_US, their
  *                             number, summed time and the slowest
+ *   {"tick": S, "accesses": N}  every TICK_US in between: the accesses
+ *                             so far, for the benchmark's timeline
  *   {"done": ...}             at the end
  *
  * Usage: workload MIB MODE THREADS SECONDS
@@ -51,6 +53,8 @@
  * takes a few microseconds, under TCG too (first touch p50 about 6 us)
  */
 #define STALL_US 50
+/* How often the accesses so far are reported (ten times a second) */
+#define TICK_US 100000
 
 static uint64_t *mem;
 static uint32_t *version;               /* per page, owned by its thread */
@@ -226,6 +230,16 @@ static void report(const char *kind, double secs)
     funlockfile(stdout);
 }
 
+/* The accesses so far: a short line, so that it costs the guest little */
+static void tick(double secs)
+{
+    flockfile(stdout);
+    printf("{\"tick\": %.1f, \"accesses\": %llu}\n", secs,
+           (unsigned long long)atomic_load(&accesses));
+    fflush(stdout);
+    funlockfile(stdout);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t mib, t0;
@@ -273,9 +287,13 @@ int main(int argc, char **argv)
     for (unsigned t = 0; t < nthreads; t++) {
         pthread_create(&th[t], NULL, worker, (void *)(uintptr_t)t);
     }
-    while ((now_ns() - t0) / 1000000000ull < seconds) {
-        usleep(1000 * 1000);
-        report("t", (now_ns() - t0) / 1e9);
+    for (unsigned n = 1; (now_ns() - t0) / 1000000000ull < seconds; n++) {
+        usleep(TICK_US);
+        if (n % (1000000 / TICK_US)) {
+            tick((now_ns() - t0) / 1e9);
+        } else {
+            report("t", (now_ns() - t0) / 1e9);
+        }
     }
     atomic_store(&stop, 1);
     for (unsigned t = 0; t < nthreads; t++) {

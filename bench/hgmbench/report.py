@@ -85,7 +85,11 @@ def markdown(doc):
         " already when first touched).  *Guest stall*: every access of"
         " the guest's workload during postcopy that took over 50 µs, summed"
         " over its vCPUs, and the slowest; what the guest as a whole"
-        " waited.  Log2 buckets, percentiles"
+        " waited.  *Back to 90 %% speed*: seconds from the switchover until"
+        " the guest's accesses per second (counted every 100 ms, averaged over"
+        " half a second) stay at 90 %%"
+        " or more of its speed in the last 2 s of precopy (the timeline in"
+        " the plot).  Log2 buckets, percentiles"
         " interpolated inside a bucket." % (
             doc["guest_mb"], doc["workload_mb"], doc["mode"], doc["vcpus"],
             doc["precopy_secs"], doc["precopy_bandwidth_mb"],
@@ -214,18 +218,19 @@ def summary(results):
 
     out = ["", "Medians over the runs (range in brackets):", "",
            "| scenario | preempt | network | runs | postcopy | guest stall |"
-           " worst stall | vCPU blocktime (sum) | fault p50 |"
-           " mean fault by request | requests | requests per huge page |"
-           " pieces requested / prefetched / bulk |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           " worst stall | back to 90 % speed | vCPU blocktime (sum) |"
+           " fault p50 | mean fault by request | requests |"
+           " requests per huge page | pieces requested / prefetched / bulk |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (label, build, preempt, net), rs in groups.items():
         out.append("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |"
-                   " %s | %s |"
+                   " %s | %s | %s |"
                    % (label + (" [%s]" % build if build else ""),
                       "on" if preempt else "off", net, len(rs),
                       cell(rs, lambda r: r["postcopy_s"], 1e6),
                       cell(rs, lambda r: r.get("guest_stall_ms")),
                       cell(rs, lambda r: r.get("guest_worst_stall_ms")),
+                      cell(rs, lambda r: r.get("full_speed_s"), 1e6),
                       cell(rs, blocktime),
                       cell(rs, lambda r: r.get("qemu_fault_p50_us"), 1),
                       cell(rs, mean_by_request),
@@ -252,14 +257,30 @@ STYLES = {
 }
 
 
-def style(r):
-    """gnuplot style of the line of result @r."""
+def variants(results):
+    """For each result (by id), which of the builds and prefetch sizes of
+    its scenario it ran with, 0 for the first: lines of one scenario that
+    differ in those get dash patterns of their own."""
+    seen, out = {}, {}
+    for r in results:
+        kinds = seen.setdefault((r["scenario"], r["preempt"]), [])
+        kind = (r.get("build"), r.get("prefetch"))
+        if kind not in kinds:
+            kinds.append(kind)
+        out[id(r)] = kinds.index(kind)
+    return out
+
+
+def style(r, points=True, variant=0):
+    """gnuplot style of the line of result @r (with its points), the
+    @variant-th build or prefetch size of its scenario."""
     light, dark, pt = STYLES.get(r["scenario"], ("#bcbd22", "#17becf", 2))
     # Without preempt wide and dashed, with it narrow and solid on top:
     # where two lines coincide, both stay visible
-    return "lw %g lc rgb '%s' pt %d ps 1.3 dt %d" % (
+    return "lw %g lc rgb '%s'%s dt %d" % (
         1.5 if r["preempt"] else 4, dark if r["preempt"] else light,
-        pt + (1 if r["preempt"] else 0), 1 if r["preempt"] else 2)
+        " pt %d ps 1.3" % (pt + (1 if r["preempt"] else 0)) if points else "",
+        (1 if r["preempt"] else 2) + 2 * variant)
 
 
 def time_label(us, micro):
@@ -270,9 +291,40 @@ def time_label(us, micro):
     return "%g %s" % (us, micro)
 
 
+def timeline_panels(doc, first):
+    """gnuplot data blocks (named from $t@first on) and panels of the
+    guest's speed through the migration, one panel per network: its
+    accesses per second relative to those of the last 2 s of precopy,
+    one line per result.  (data, panels)"""
+    data, panels, nets = [], [], {}
+    var = variants(doc["results"])
+    for r in doc["results"]:
+        before = [v for x, v in r.get("timeline") or [] if x < -0.2]
+        if len(before) < 3 or not median(before):
+            continue
+        i = first + len(data) // 3
+        base = median(before)
+        data += ["$t%d << EOD" % i,
+                 "\n".join("%g %g" % (x, v / base) for x, v in r["timeline"]),
+                 "EOD"]
+        nets.setdefault(r["network"], []).append(
+            "$t%d using 1:2 with lines %s title '%s'" % (
+                i, style(r, False, var[id(r)]), (
+                "%s%s%s (postcopy %.2f s)" % (
+                    r["label"], " [%s]" % r["build"] if r.get("build") else "",
+                    ", preempt" if r["preempt"] else "", r["postcopy_s"])
+            ).replace("'", "")))
+    for net, plots in nets.items():
+        panels.append("set title 'Guest speed, %s: accesses per second in"
+                      " 100 ms, share of the last 2 s of precopy' noenhanced"
+                      "\nplot %s" % (net, ", ".join(plots)))
+    return data, panels
+
+
 def plot(doc, png):
-    """Fault latency CDF per scenario (log x axis), with gnuplot: one
-    panel per network.  None, or why there is no plot."""
+    """Fault latency CDF per scenario (log x axis), and the guest's speed
+    through the migration, with gnuplot: a panel of each per network.
+    None, or why there is no plot."""
     gp = shutil.which("gnuplot")
     if not gp:
         return "gnuplot not installed"
@@ -320,21 +372,32 @@ def plot(doc, png):
         if xmin / 10 < t <= xmax * 10:
             tics.append('"%s" %g' % (time_label(t, micro), t))
         t *= 10
-    panels = []
+    panels, var = [], variants(series)
     for net in nets:
         plots = ["$d%d using 1:2 with linespoints %s title '%s'" % (
-            i, style(r), ("%s%s%s (%d faults)" % (
+            i, style(r, True, var[id(r)]), ("%s%s%s (%d faults)" % (
                 r["label"], " [%s]" % r["build"] if r.get("build") else "",
                 ", preempt" if r["preempt"] else "",
                 sum(r["qemu_fault_hist_us_log2"]))).replace("'", ""))
             for i, r in enumerate(series) if r["network"] == net]
-        title = ("CDF of the page fault latencies QEMU measured during"
-                 " postcopy, %s; guest %d MiB, %d MiB %s over %d vCPUs, %s" % (
+        title = ("Postcopy page fault latency (QEMU), CDF, %s: guest %d MiB,"
+                 " %d MiB %s on %d vCPUs, %s" % (
                      net, doc["guest_mb"], doc["workload_mb"], doc["mode"],
                      doc["vcpus"], doc["accel"]))
         panels.append("set title '%s' noenhanced\nplot %s" % (
             title.replace("'", ""), ", ".join(plots)))
-    script = "\n".join(data + [
+    tdata, tpanels = timeline_panels(doc, len(series))
+    if tpanels:
+        # Linear axes from here on: seconds since the switchover
+        tpanels[0] = "\n".join([
+            "unset logscale x", "set xrange [-2:*]", "set xtics auto",
+            "set yrange [0:*]", "unset label",
+            "set xlabel 'seconds since the switchover (the start of"
+            " postcopy)'",
+            "set ylabel 'accesses per second, share of precopy'",
+            tpanels[0]])
+    panels += tpanels
+    script = "\n".join(data + tdata + [
         "set encoding utf8",
         "set terminal %s size 1400,%d" % ("pngcairo" if cairo else "png",
                                           520 * len(panels)),

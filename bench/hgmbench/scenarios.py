@@ -183,6 +183,34 @@ def perf_stop(procs):
         p.wait(60)
 
 
+def timeline(serials, t_switch, t_end):
+    """The guest's accesses per second through the migration, from the
+    counts it reports ten times a second on the source's console, then on
+    the destination's: [seconds since the switchover, accesses per second]
+    at the middle of each interval, from 2 s before the switchover to
+    @t_end.  The times are the host's (the guest's clock stops with it)."""
+    pts = sorted((t, o["accesses"]) for s in serials for t, o in s.lines
+                 if "accesses" in o and t_switch - 2 <= t <= t_end)
+    return [[round((t0 + t1) / 2 - t_switch, 3), round((a1 - a0) / (t1 - t0))]
+            for (t0, a0), (t1, a1) in zip(pts, pts[1:]) if t1 > t0]
+
+
+def full_speed(tl, share=0.9, span=5):
+    """Seconds from the switchover until the guest runs at @share of its
+    speed in the last 2 s of precopy for good, from its timeline @tl: the
+    end of the last stretch of @span intervals (half a second, against
+    the noise of single ones) whose mean is below that.  None without
+    enough of precopy to tell its speed."""
+    before = sorted(v for x, v in tl if x < -0.2)
+    if len(before) < 3:
+        return None
+    base = before[len(before) // 2]
+    slow = [tl[i + span - 1][0] for i in range(len(tl) - span + 1)
+            if tl[i + span - 1][0] >= 0 and
+            sum(v for x, v in tl[i:i + span]) < share * base * span]
+    return round(max(slow) + 0.05, 2) if slow else 0.0
+
+
 def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
             prefetch=None):
     """One migration in scenario @sc over @net (entered), both QEMUs from
@@ -321,6 +349,8 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
         g2 = ds.last("t")
         res["stuck_threads"] = [i for i, (a, b) in enumerate(
             zip(g["per_thread"], g2["per_thread"])) if b <= a]
+        res["timeline"] = timeline((ss, ds), t_switch, t_done + 4)
+        res["full_speed_s"] = full_speed(res["timeline"])
         res.update({
             "guest_epoch": g["epoch"],
             "first_touches": g["first_touches"],
@@ -349,7 +379,8 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
                 now = time.time()
                 res[side + "_serial_tail"] = [
                     "%.1f s ago: %s" % (now - t, json.dumps(o)[:160])
-                    for t, o in vm.serial.lines[-3:]]
+                    for t, o in [(t, o) for t, o in vm.serial.lines
+                                 if "tick" not in o][-3:]]
     finally:
         perf_stop(perf)
         for vm in vms:
