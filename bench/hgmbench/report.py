@@ -150,6 +150,14 @@ def median(values):
                                                  values[mid]) / 2
 
 
+def precopy_speed(tl):
+    """The guest's accesses per second in the last 2 s of precopy, from
+    its timeline @tl (the median of its intervals); None when the
+    timeline holds too little of precopy to tell."""
+    before = [v for x, v in tl or [] if x < -0.2]
+    return median(before) if len(before) >= 3 else None
+
+
 def summary(results):
     """With repeated runs or several builds: the median of each measure
     over the runs of one scenario, build, preempt setting and network,
@@ -291,6 +299,13 @@ def time_label(us, micro):
     return "%g %s" % (us, micro)
 
 
+def series_title(r, what):
+    """The legend entry of result @r, with @what in brackets."""
+    return ("%s%s%s (%s)" % (
+        r["label"], " [%s]" % r["build"] if r.get("build") else "",
+        ", preempt" if r["preempt"] else "", what)).replace("'", "")
+
+
 def timeline_panels(doc, first):
     """gnuplot data blocks (named from $t@first on) and panels of the
     guest's speed through the migration, one panel per network: its
@@ -299,21 +314,17 @@ def timeline_panels(doc, first):
     data, panels, nets = [], [], {}
     var = variants(doc["results"])
     for r in doc["results"]:
-        before = [v for x, v in r.get("timeline") or [] if x < -0.2]
-        if len(before) < 3 or not median(before):
+        base = precopy_speed(r.get("timeline"))
+        if not base:
             continue
         i = first + len(data) // 3
-        base = median(before)
         data += ["$t%d << EOD" % i,
                  "\n".join("%g %g" % (x, v / base) for x, v in r["timeline"]),
                  "EOD"]
         nets.setdefault(r["network"], []).append(
             "$t%d using 1:2 with lines %s title '%s'" % (
-                i, style(r, False, var[id(r)]), (
-                "%s%s%s (postcopy %.2f s)" % (
-                    r["label"], " [%s]" % r["build"] if r.get("build") else "",
-                    ", preempt" if r["preempt"] else "", r["postcopy_s"])
-            ).replace("'", "")))
+                i, style(r, False, var[id(r)]),
+                series_title(r, "postcopy %.2f s" % r["postcopy_s"])))
     for net, plots in nets.items():
         panels.append("set title 'Guest speed, %s: accesses per second in"
                       " 100 ms, share of the last 2 s of precopy' noenhanced"
@@ -375,10 +386,8 @@ def plot(doc, png):
     panels, var = [], variants(series)
     for net in nets:
         plots = ["$d%d using 1:2 with linespoints %s title '%s'" % (
-            i, style(r, True, var[id(r)]), ("%s%s%s (%d faults)" % (
-                r["label"], " [%s]" % r["build"] if r.get("build") else "",
-                ", preempt" if r["preempt"] else "",
-                sum(r["qemu_fault_hist_us_log2"]))).replace("'", ""))
+            i, style(r, True, var[id(r)]), series_title(
+                r, "%d faults" % sum(r["qemu_fault_hist_us_log2"])))
             for i, r in enumerate(series) if r["network"] == net]
         title = ("Postcopy page fault latency (QEMU), CDF, %s: guest %d MiB,"
                  " %d MiB %s on %d vCPUs, %s" % (

@@ -12,7 +12,7 @@ import time
 from . import MIB, QEMU
 from .host import (HUGETLB_1G, HUGETLB_2M, THP_DIR, Net, fs_type, hugepages,
                    kernel_splits_hugetlb, thp_dir)
-from .report import fmt
+from .report import fmt, precopy_speed
 from .vm import BenchVM, wait_status
 
 BUCKETS = 24
@@ -201,10 +201,9 @@ def full_speed(tl, share=0.9, span=5):
     end of the last stretch of @span intervals (half a second, against
     the noise of single ones) whose mean is below that.  None without
     enough of precopy to tell its speed."""
-    before = sorted(v for x, v in tl if x < -0.2)
-    if len(before) < 3:
+    base = precopy_speed(tl)
+    if not base:
         return None
-    base = before[len(before) // 2]
     slow = [tl[i + span - 1][0] for i in range(len(tl) - span + 1)
             if tl[i + span - 1][0] >= 0 and
             sum(v for x, v in tl[i:i + span]) < share * base * span]
