@@ -48,13 +48,13 @@ build: tree
 	@scripts/build
 
 check: build
-	@scripts/check
+	@tests/check
 
 check-libvirt: build guest
-	@scripts/libvirt-test
+	@tests/run-libvirt
 
 soak: build
-	@scripts/soak
+	@tests/soak
 
 guest: need-deps
 	@scripts/guest-build
@@ -70,7 +70,7 @@ demo: build guest
 	    --out $(TOP)/build/demo
 
 check-series: need-deps
-	@scripts/check-series
+	@tests/check-series
 
 host-setup:
 	@scripts/host-setup
@@ -79,7 +79,7 @@ hgm-kernel:
 	@scripts/hgm-kernel
 
 check-hgm-kernel: build hgm-kernel
-	@scripts/check-hgm-kernel
+	@tests/hgm-kernel/run
 
 clean:
 	rm -rf build/obj build/obj.configure.log build/series-obj

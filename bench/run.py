@@ -20,7 +20,7 @@ stopped.  Run as root (huge pages, network namespaces): make bench.
 --nested runs the same benchmark inside a TCG guest of the kernel with
 the HugeTLB HGM series (make hgm-kernel), both QEMUs of each migration
 in there, so that hugetlbfs with HGM can be measured against hugetlbfs
-without it on the same kernel (scripts/check-hgm-kernel --bench boots it
+without it on the same kernel (tests/hgm-kernel/run --bench boots it
 and brings the results back); make bench NESTED=1.
 """
 import argparse
@@ -33,7 +33,7 @@ import sys
 
 from hgmbench import GUEST, QEMU, TOP, concurrency, report
 from hgmbench.host import HostSetup, kernel_splits_hugetlb
-from hgmbench.scenarios import SCENARIOS, pages_1g, pages_2m, run_all
+from hgmbench.scenarios import SCENARIOS, pages_1g, pages_2m, plan, run_all
 from hgmbench.vm import probe_accel
 
 
@@ -116,17 +116,27 @@ def parse_args():
 
 def nested(args):
     """Run this benchmark with @args inside the HGM kernel's guest."""
+    if args.builds:
+        sys.exit("bench: --builds is not for --nested (the guest has one"
+                 " QEMU, build/obj's)")
     opts = []
     for k in list(NESTED_DEFAULTS) + ["preempt", "rate", "bandwidth_mb",
                                       "delay_us", "guest_mb", "mode",
-                                      "precopy_secs", "run_secs"]:
-        opts += ["--" + k.replace("_", "-"), str(getattr(args, k))]
+                                      "precopy_secs", "run_secs", "stats",
+                                      "prefetch", "repeat"]:
+        if getattr(args, k) not in (None, ""):
+            opts += ["--" + k.replace("_", "-"), str(getattr(args, k))]
     if any(":" in o or " " in o for o in opts):
         sys.exit("bench: no ':' or space in the options of --nested")
+    # At most --timeout (and 5 minutes to start) for each run
+    wanted = args.scenarios.split(",")
+    runs = plan([s for s in SCENARIOS if s.name in wanted], args)
+    limit = len(runs) * (args.timeout + 300)
     # It boots the guest, runs this there with --host-ready, and writes
     # the report of what comes back with --report
-    os.execv(os.path.join(TOP, "scripts/check-hgm-kernel"),
-             ["check-hgm-kernel", "--bench", ":".join(opts), args.out])
+    os.execv(os.path.join(TOP, "tests/hgm-kernel/run"),
+             ["tests/hgm-kernel/run", "--bench", ":".join(opts), args.out,
+              str(args.guest_mb), str(limit)])
 
 
 def report_only(args):

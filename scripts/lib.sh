@@ -8,22 +8,6 @@ prog=${prog:-$(basename "$0")}
 say() { echo "$prog: $*"; }
 die() { echo "$prog: error: $*" >&2; exit 1; }
 
-# Test results, one format for every test script: 'PASS  NAME',
-# 'FAIL  NAME (REASON)', 'SKIP  NAME (REASON)', counted for summary()
-pass=0 fail=0 skip=0
-result() {  # result pass|fail|skip NAME [REASON]
-    local r=$1 name=$2 why=${3:-}
-    case $r in
-    pass) pass=$((pass + 1)); printf 'PASS  %s\n' "$name" ;;
-    fail) fail=$((fail + 1)); printf 'FAIL  %s%s\n' "$name" "${why:+ ($why)}" ;;
-    skip) skip=$((skip + 1)); printf 'SKIP  %s%s\n' "$name" "${why:+ ($why)}" ;;
-    esac
-}
-
-# The closing line of a test script, which .ci/run sums
-summary() {
-    echo "$pass passed, $fail failed, $skip skipped"
-}
 tree=$top/build/qemu
 patches=$top/patches
 # What build/qemu was last made from or exported to: a copy of the series.
@@ -87,4 +71,18 @@ series_len() {
     local n
     n=$(grep -c . "$1" 2>/dev/null) || true
     echo "${n:-0}"
+}
+
+# pack_initramfs ROOT OUT: the directory ROOT as a gzip'd newc cpio archive
+# OUT (an initramfs), reproducibly: fixed times, owners and order.  The one
+# packer of the bench guest (scripts/guest-build) and the HGM kernel's
+# guest (tests/hgm-kernel/image.sh).
+pack_initramfs() {
+    local root=$1 out=$2
+    command -v cpio >/dev/null || die "need cpio (make deps)"
+    find "$root" -exec touch -h -d @0 {} +
+    (cd "$root" && find . -print0 | LC_ALL=C sort -z |
+        cpio --null -o -H newc -R 0:0 --reproducible --quiet) |
+        gzip -n -6 >"$out.tmp" || die "packing $root into $out failed"
+    mv "$out.tmp" "$out"
 }

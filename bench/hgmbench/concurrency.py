@@ -1,21 +1,26 @@
 """The concurrency test (tests/run-concurrency, bench/run.py --test-rounds
 N): postcopy with HGM on THP memory, N times with and without preempt,
 while the guest's vCPUs walk neighbouring 4 KiB pieces of the same huge
-pages.  Prints PASS/FAIL/SKIP lines as the project's tests/run-* do."""
+pages.  Prints its results as every test of tests/ does
+(tests/lib/results.py)."""
 import os
+import sys
 
-from . import GUEST
+from . import GUEST, TOP
 from .host import HostSetup, Net
 from .report import fmt
 from .scenarios import SCENARIOS, Skip, run_one
 from .vm import probe_accel
+
+sys.path.insert(0, os.path.join(TOP, "tests/lib"))
+from results import result  # noqa: E402  (tests/lib is not a package)
 
 
 def run(args):
     """The test; its exit status."""
     sc = [s for s in SCENARIOS if s.name == "thp-hgm"][0]
     if os.geteuid() != 0:
-        print("SKIP concurrency: needs root")
+        result("skip", "concurrency", "needs root")
         return 0
     with HostSetup(args.guest_mb):
         return rounds(args, sc)
@@ -23,12 +28,12 @@ def run(args):
 
 def rounds(args, sc):
     if not os.path.exists(os.path.join(GUEST, "vmlinuz")):
-        print("FAIL concurrency: no guest (scripts/guest-build)")
+        result("fail", "concurrency", "no guest (scripts/guest-build)")
         return 1
     try:
         sc.check(args.guest_mb)
     except Skip as e:
-        print("SKIP concurrency: %s" % e)
+        result("skip", "concurrency", str(e))
         return 0
     accel, why = probe_accel(args)
     failed = 0
@@ -44,21 +49,20 @@ def rounds(args, sc):
             if r.get("ok") and not faults:
                 r["ok"], r["error"] = False, "no page fault during postcopy"
             if r.get("ok"):
-                print("PASS %s: %d faults in QEMU, %d first touches in the"
-                      " guest after the switchover, p99 %s us, no corruption,"
-                      " all %d threads running; the guest answered in %s s%s"
-                      % (name, faults, r["first_touches"],
-                         fmt(r["stall_p99_us"]), args.vcpus, r["close_s"],
-                         "" if r["close_sent"] == 1 else
-                         ", after the line was sent %d times"
-                         % r["close_sent"]), flush=True)
+                result("pass", "%s: %d faults in QEMU, %d first touches in"
+                       " the guest after the switchover, p99 %s us, no"
+                       " corruption, all %d threads running; the guest"
+                       " answered in %s s%s"
+                       % (name, faults, r["first_touches"],
+                          fmt(r["stall_p99_us"]), args.vcpus, r["close_s"],
+                          "" if r["close_sent"] == 1 else
+                          ", after the line was sent %d times"
+                          % r["close_sent"]))
             else:
                 failed += 1
-                print("FAIL %s: %s" % (name, r.get("error") or
-                                       "corrupt %s, stuck threads %s" % (
-                                           r.get("corrupt"),
-                                           r.get("stuck_threads"))),
-                      flush=True)
+                result("fail", name, r.get("error") or
+                       "corrupt %s, stuck threads %s" % (
+                           r.get("corrupt"), r.get("stuck_threads")))
                 for side in ("src", "dst"):
                     for line in r.get(side + "_serial_tail", []):
                         print("      %s guest, %s" % (side, line), flush=True)

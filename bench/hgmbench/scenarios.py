@@ -437,19 +437,25 @@ def builds(args):
     return out
 
 
-def run_all(scenarios, args, accel):
-    """Every scenario with every preempt setting over every network of
-    @args, with every build, args.repeat times; the builds of one scenario
-    one after the other, so that they see the host in the same state.  A
-    line of progress for each; the list of their results."""
-    results = []
+def plan(scenarios, args):
+    """The runs of @args: every scenario with every preempt setting over
+    every network, with every build, statistics and prefetch setting,
+    args.repeat times; the builds of one scenario one after the other, so
+    that they see the host in the same state."""
     prefetch = [parse_size(x) for x in args.prefetch.split(",") if x]
-    runs = [(s, p == "on", n, b, st == "on", pf, rep)
+    return [(s, p == "on", n, b, st == "on", pf, rep)
             for rep in range(args.repeat)
             for n in args.network.split(",") for s in scenarios
             for p in args.preempt.split(",") for b in builds(args)
             for st in args.stats.split(",")
             for pf in (prefetch if s.hgm and prefetch else [None])]
+
+
+def run_all(scenarios, args, accel):
+    """The runs of plan(); a line of progress for each; the list of their
+    results."""
+    results = []
+    runs = plan(scenarios, args)
     for i, (sc, preempt, netkind, (bname, binary), stats, pf, rep) in \
             enumerate(runs, 1):
         net = Net(netkind, args.rate, args.delay_us)

@@ -30,7 +30,7 @@ QMP_TIMEOUT = 30        # s, for any QMP command
 def qmp_connect(path, timeout=QMP_TIMEOUT):
     """A QMP connection to the unix socket @path, waiting up to @timeout s
     for QEMU to create it; its commands time out after @timeout s.  Used by
-    scripts/libvirt-test, from python inline in that shell script."""
+    tests/run-libvirt, from python inline in that shell script."""
     deadline = time.time() + timeout
     while True:
         qmp = QEMUMonitorProtocol(path)

@@ -15,6 +15,8 @@ import shlex
 import subprocess
 import sys
 
+from results import result
+
 
 def main():
     obj, root, cfg = sys.argv[1:4]
@@ -54,15 +56,16 @@ def main():
                            text=True)
         if r.returncode:
             failed += 1
-            print('FAIL i386 build: %s does not build for a 32-bit host' % name)
+            result('fail', 'i386 build: %s' % name,
+                   'does not build for a 32-bit host')
             for line in [l for l in r.stderr.splitlines() if 'error' in l][:8]:
                 print('      ' + line)
         else:
-            print('PASS i386 build: %s' % name)
+            result('pass', 'i386 build: %s' % name)
     missing = [w for w in wanted if w not in seen]
     for w in missing:
         failed += 1
-        print('FAIL i386 build: %s is not in the build' % w)
+        result('fail', 'i386 build: %s' % w, 'not in the build')
     return 1 if failed else 0
 
 
