@@ -21,8 +21,12 @@
  *                             every access of the epoch (not only first
  *                             touches) slower than STALL_US, their
  *                             number, summed time and the slowest
- *   {"tick": S, "accesses": N}  every TICK_US in between: the accesses
- *                             so far, for the benchmark's timeline
+ *   {"tick": S, "accesses": N}  every TICK_US in between: the seconds
+ *                             since the start (to the millisecond: the
+ *                             console may deliver these late and in
+ *                             bursts, so the benchmark takes intervals
+ *                             from them) and the accesses so far, for
+ *                             the benchmark's timeline
  *   {"done": ...}             at the end
  *
  * Usage: workload MIB MODE THREADS SECONDS
@@ -234,7 +238,7 @@ static void report(const char *kind, double secs)
 static void tick(double secs)
 {
     flockfile(stdout);
-    printf("{\"tick\": %.1f, \"accesses\": %llu}\n", secs,
+    printf("{\"tick\": %.3f, \"accesses\": %llu}\n", secs,
            (unsigned long long)atomic_load(&accesses));
     fflush(stdout);
     funlockfile(stdout);

@@ -188,11 +188,22 @@ def timeline(serials, t_switch, t_end):
     counts it reports ten times a second on the source's console, then on
     the destination's: [seconds since the switchover, accesses per second]
     at the middle of each interval, from 2 s before the switchover to
-    @t_end.  The times are the host's (the guest's clock stops with it)."""
-    pts = sorted((t, o["accesses"]) for s in serials for t, o in s.lines
-                 if "accesses" in o and t_switch - 2 <= t <= t_end)
-    return [[round((t0 + t1) / 2 - t_switch, 3), round((a1 - a0) / (t1 - t0))]
-            for (t0, a0), (t1, a1) in zip(pts, pts[1:]) if t1 > t0]
+    @t_end.  A console may deliver the reports late and in bursts (a
+    burst of reports a millisecond apart once made a rate 300 times the
+    guest's), so the length of an interval is the guest's own, from the
+    times it reports, and a report is placed at the host's time of it:
+    its own time plus the shortest delay seen on its console (the guest's
+    clock stops while it is paused, which that delay takes in)."""
+    pts = []
+    for s in serials:
+        ticks = [(t, o) for t, o in s.lines if "accesses" in o and "tick" in o]
+        if ticks:
+            delay = min(t - o["tick"] for t, o in ticks)
+            pts += [(o["tick"] + delay, o["tick"], o["accesses"])
+                    for t, o in ticks]
+    pts = sorted(p for p in pts if t_switch - 2 <= p[0] <= t_end)
+    return [[round((h0 + h1) / 2 - t_switch, 3), round((a1 - a0) / (g1 - g0))]
+            for (h0, g0, a0), (h1, g1, a1) in zip(pts, pts[1:]) if g1 > g0]
 
 
 def full_speed(tl, share=0.9, span=5):
