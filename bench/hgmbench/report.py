@@ -306,6 +306,20 @@ def series_title(r, what):
         ", preempt" if r["preempt"] else "", what)).replace("'", "")
 
 
+def legends(rs, what, fmt):
+    """gnuplot's title of each line of results @rs (by id): the first run
+    of a scenario names it, with @what of each of its runs in @fmt; a
+    repeated run has none (and the same style)."""
+    groups, out = {}, {}
+    for r in rs:
+        groups.setdefault(series_title(r, ""), []).append(r)
+    for g in groups.values():
+        out[id(g[0])] = "title '%s'" % series_title(
+            g[0], fmt % ", ".join(what(r) for r in g))
+        out.update((id(r), "notitle") for r in g[1:])
+    return out
+
+
 def timeline_panels(doc, first):
     """gnuplot data blocks (named from $t@first on) and panels of the
     guest's speed through the migration, one panel per network: its
@@ -313,6 +327,8 @@ def timeline_panels(doc, first):
     one line per result.  (data, panels)"""
     data, panels, nets = [], [], {}
     var = variants(doc["results"])
+    title = legends(doc["results"],
+                    lambda r: "%.2f" % r.get("postcopy_s", 0), "postcopy %s s")
     for r in doc["results"]:
         base = precopy_speed(r.get("timeline"))
         if not base:
@@ -322,12 +338,11 @@ def timeline_panels(doc, first):
                  "\n".join("%g %g" % (x, v / base) for x, v in r["timeline"]),
                  "EOD"]
         nets.setdefault(r["network"], []).append(
-            "$t%d using 1:2 with lines %s title '%s'" % (
-                i, style(r, False, var[id(r)]),
-                series_title(r, "postcopy %.2f s" % r["postcopy_s"])))
+            "$t%d using 1:2 with lines %s %s" % (
+                i, style(r, False, var[id(r)]), title[id(r)]))
     for net, plots in nets.items():
-        panels.append("set title 'Guest speed, %s: accesses per second in"
-                      " 100 ms, share of the last 2 s of precopy' noenhanced"
+        panels.append("set title 'Guest speed, %s: accesses per 100 ms,"
+                      " share of those in precopy' noenhanced"
                       "\nplot %s" % (net, ", ".join(plots)))
     return data, panels
 
@@ -384,12 +399,13 @@ def plot(doc, png):
             tics.append('"%s" %g' % (time_label(t, micro), t))
         t *= 10
     panels, var = [], variants(series)
+    title = legends(series, lambda r: "%d" % sum(
+        r["qemu_fault_hist_us_log2"]), "%s faults")
     for net in nets:
-        plots = ["$d%d using 1:2 with linespoints %s title '%s'" % (
-            i, style(r, True, var[id(r)]), series_title(
-                r, "%d faults" % sum(r["qemu_fault_hist_us_log2"])))
+        plots = ["$d%d using 1:2 with linespoints %s %s" % (
+            i, style(r, True, var[id(r)]), title[id(r)])
             for i, r in enumerate(series) if r["network"] == net]
-        title = ("Postcopy page fault latency (QEMU), CDF, %s: guest %d MiB,"
+        title = ("Fault latency (QEMU), CDF, %s: guest %d MiB,"
                  " %d MiB %s on %d vCPUs, %s" % (
                      net, doc["guest_mb"], doc["workload_mb"], doc["mode"],
                      doc["vcpus"], doc["accel"]))
@@ -400,7 +416,7 @@ def plot(doc, png):
         # Linear axes from here on: seconds since the switchover
         tpanels[0] = "\n".join([
             "unset logscale x", "set xrange [-2:*]", "set xtics auto",
-            "set yrange [0:*]", "unset label",
+            "set yrange [0:2.5]", "unset label",
             "set xlabel 'seconds since the switchover (the start of"
             " postcopy)'",
             "set ylabel 'accesses per second, share of precopy'",
