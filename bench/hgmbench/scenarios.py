@@ -265,7 +265,9 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
             res["prefetch"] = prefetch
         dst.cmd("migrate-incoming", uri="tcp:%s:0" % net.addr)
         port = dst.cmd("query-migrate")["socket-address"][0]["port"]
-        ready = ss.wait("ready", 120)
+        # The guest boots under TCG; nested in the HGM kernel's guest
+        # (timeout 900) that takes minutes
+        ready = ss.wait("ready", max(120, args.timeout // 2))
         res["fill_s"] = ready["ready"]
         time.sleep(1)
         t0 = time.time()

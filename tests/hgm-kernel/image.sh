@@ -51,11 +51,13 @@ image_files() {
 }
 
 # What the benchmark adds: Debian's Python (its standard library without
-# tests, GUI and build files), bench/ and QEMU's python package where
-# bench/run.py looks for them (/bench, /build/qemu/python), and the bench
-# guest (/build/guest); its extension modules go to the list of ELF files
-# whose libraries the image needs.  (/build/obj/qemu-system-x86_64 is a
-# link to the QEMU in /usr/local/bin, made in build_image.)
+# tests, GUI and build files), bench/ (with tests/lib/results.py, the
+# result lines of its concurrency test) and QEMU's python package where
+# bench/run.py looks for them (/bench, /tests/lib, /build/qemu/python),
+# and the bench guest (/build/guest); Python's extension modules go to
+# the list of ELF files whose libraries the image needs.
+# (/build/obj/qemu-system-x86_64 is a link to the QEMU in /usr/local/bin,
+# made in build_image.)
 bench_files() {
     local py lib f
     py=$(readlink -f /usr/bin/python3)
@@ -74,7 +76,8 @@ bench_files() {
         echo "$f $f"
         case $f in *.so) echo "$f" >>"$out/$variant-initramfs.elf" ;; esac
     done
-    (cd "$top" && find bench/run.py bench/hgmbench -name '*.py' | LC_ALL=C sort) |
+    (cd "$top" && find bench/run.py bench/hgmbench tests/lib/results.py -name '*.py' |
+        LC_ALL=C sort) |
         while read -r f; do echo "/$f $top/$f"; done
     (cd "$top/build/qemu/python" && find qemu -name '*.py' | LC_ALL=C sort) |
         while read -r f; do echo "/build/qemu/python/$f $top/build/qemu/python/$f"; done
