@@ -308,11 +308,12 @@ def series_title(r, what):
 
 def legends(rs, what, fmt):
     """gnuplot's title of each line of results @rs (by id): the first run
-    of a scenario names it, with @what of each of its runs in @fmt; a
-    repeated run has none (and the same style)."""
+    of a scenario over a network names it in that network's panel, with
+    @what of each of its runs in @fmt; a repeated run has none (and the
+    same style)."""
     groups, out = {}, {}
     for r in rs:
-        groups.setdefault(series_title(r, ""), []).append(r)
+        groups.setdefault((series_title(r, ""), r["network"]), []).append(r)
     for g in groups.values():
         out[id(g[0])] = "title '%s'" % series_title(
             g[0], fmt % ", ".join(what(r) for r in g))
@@ -327,8 +328,8 @@ def timeline_panels(doc, first):
     one line per result.  (data, panels)"""
     data, panels, nets = [], [], {}
     var = variants(doc["results"])
-    title = legends(doc["results"],
-                    lambda r: "%.2f" % r.get("postcopy_s", 0), "postcopy %s s")
+    legend = legends(doc["results"],
+                     lambda r: "%.2f" % r.get("postcopy_s", 0), "postcopy %s s")
     for r in doc["results"]:
         base = precopy_speed(r.get("timeline"))
         if not base:
@@ -339,7 +340,7 @@ def timeline_panels(doc, first):
                  "EOD"]
         nets.setdefault(r["network"], []).append(
             "$t%d using 1:2 with lines %s %s" % (
-                i, style(r, False, var[id(r)]), title[id(r)]))
+                i, style(r, False, var[id(r)]), legend[id(r)]))
     for net, plots in nets.items():
         panels.append("set title 'Guest speed, %s: accesses per 100 ms,"
                       " share of those in precopy' noenhanced"
@@ -399,11 +400,11 @@ def plot(doc, png):
             tics.append('"%s" %g' % (time_label(t, micro), t))
         t *= 10
     panels, var = [], variants(series)
-    title = legends(series, lambda r: "%d" % sum(
+    legend = legends(series, lambda r: "%d" % sum(
         r["qemu_fault_hist_us_log2"]), "%s faults")
     for net in nets:
         plots = ["$d%d using 1:2 with linespoints %s %s" % (
-            i, style(r, True, var[id(r)]), title[id(r)])
+            i, style(r, True, var[id(r)]), legend[id(r)])
             for i, r in enumerate(series) if r["network"] == net]
         title = ("Fault latency (QEMU), CDF, %s: guest %d MiB,"
                  " %d MiB %s on %d vCPUs, %s" % (
