@@ -77,7 +77,9 @@ def markdown(doc):
         doc["accel_reason"]),
         "", "Guest %d MiB, workload %d MiB %s over %d vCPUs; precopy %d s at"
         " %d MiB/s (below the guest's dirty rate), then postcopy at up to %d"
-        " MiB/s.  *Fault* columns: QEMU's latency of every page fault during"
+        " MiB/s.  *Postcopy*: from the guest's start on the destination (its"
+        " RESUME event) to the end of the migration.  *Fault* columns: QEMU's"
+        " latency of every page fault during"
         " postcopy, from the fault to the page in place (postcopy-fault-stats,"
         " local HGM resolutions included), with how many faults there were."
         "  *First touch* columns: latency of the first access to each 4 KiB"
@@ -138,7 +140,41 @@ def markdown(doc):
                       fmt(r["postcopy_s"], " s", 2), fmt(r.get("postcopy_mbps")),
                       fmt(r["downtime_ms"], " ms"), hs, r["corrupt"]))
     out += summary(doc["results"])
+    out += sched_table(doc["results"])
     return "\n".join(out) + "\n"
+
+
+def sched_table(results):
+    """With HGM_BENCH_PERF=sched: where the destination's vCPUs spent
+    postcopy, summed over them, and the CPU time of the migration's
+    threads on both sides."""
+    rs = [r for r in results if r.get("sched")]
+    if not rs:
+        return []
+    out = ["", "Where the destination's vCPUs spent postcopy, summed over"
+           " them, from the scheduler's events (HGM_BENCH_PERF=sched):"
+           " running, blocked for a page (userfaultfd), runnable but"
+           " waiting for a core, blocked on a futex (the BQL, a lock, a"
+           " halted vCPU), anything else; and the CPU time of the threads"
+           " that move the memory.", "",
+           "| scenario | preempt | postcopy | vCPUs ran | waited for pages |"
+           " waited for a core | futex | other | migration threads' CPU |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rs:
+        sc = r["sched"]
+        v = sc["dst_vcpus"]
+        mig = ", ".join(
+            "%s %s" % (name, fmt_us(1000 * ms))
+            for side in ("src", "dst")
+            for name, ms in sorted(sc.get(side + "_cpu_ms", {}).items())
+            if name.startswith("mig/"))
+        label = r["label"] + (" [%s]" % r["build"] if r.get("build") else "")
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            label, "on" if r["preempt"] else "off",
+            fmt_us(1000 * sc["window_ms"]),
+            *(fmt_us(1000 * v[k]) for k in ("run", "page", "core", "futex",
+                                             "other")), mig))
+    return out
 
 
 def median(values):

@@ -12,6 +12,7 @@ import time
 from . import MIB, QEMU
 from .host import (HUGETLB_1G, HUGETLB_2M, THP_DIR, Net, fs_type, hugepages,
                    kernel_splits_hugetlb, thp_dir)
+from . import sched
 from .report import fmt, precopy_speed
 from .vm import BenchVM, wait_status
 
@@ -160,10 +161,22 @@ def percentile(hist, q):
 
 def perf_start(work, vms):
     """HGM_BENCH_PERF=1: record both QEMUs with perf (call graphs) through
-    postcopy, into <work>/<side>.perf.data (the work directory is kept).
-    The recorders, for perf_stop()."""
-    if not os.environ.get("HGM_BENCH_PERF"):
+    postcopy, into <work>/<side>.perf.data (the work directory is kept);
+    HGM_BENCH_PERF=sched: the scheduler's events of the whole host, with
+    call graphs, into <work>/sched.perf.data (what each thread waited for,
+    and how long it waited for a core: hgmbench.sched).  The recorders,
+    for perf_stop()."""
+    mode = os.environ.get("HGM_BENCH_PERF")
+    if not mode:
         return []
+    if mode == "sched":
+        out = os.path.join(work, "sched.perf.data")
+        procs = [subprocess.Popen(
+            ["perf", "sched", "record", "-a", "-g", "-k", "CLOCK_MONOTONIC",
+             "-o", out],
+            stdout=subprocess.DEVNULL, stderr=open(out + ".log", "w"))]
+        time.sleep(1)
+        return procs
     procs = []
     for side, vm in vms:
         out = os.path.join(work, side + ".perf.data")
@@ -181,6 +194,17 @@ def perf_stop(procs):
             p.send_signal(signal.SIGINT)
     for p in procs:
         p.wait(60)
+
+
+def resumed_at(vm, t_switch):
+    """When the guest started running on the destination @vm: the time of
+    its RESUME event after @t_switch (QEMU's, from the host's clock)."""
+    for ev in vm.get_qmp_events(wait=False):
+        ts = ev.get("timestamp", {})
+        t = ts.get("seconds", 0) + ts.get("microseconds", 0) / 1e6
+        if ev.get("event") == "RESUME" and t >= t_switch:
+            return t
+    raise RuntimeError("the destination reported no RESUME event")
 
 
 def timeline(serials, t_switch, t_end):
@@ -281,14 +305,15 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
         ss.send("\n")
         ss.wait("armed", 60)
         perf = perf_start(work, (("src", src), ("dst", dst)))
-        t_switch = time.time()
+        t_switch, m_switch = time.time(), time.monotonic()
         src.cmd("migrate-start-postcopy")
         info = wait_status(src, ("completed", "failed"), args.timeout)
-        t_done = time.time()
+        t_done, m_done = time.time(), time.monotonic()
         perf_stop(perf)
         perf = []
         if info["status"] != "completed":
             raise RuntimeError("migration failed: %s" % info.get("error-desc"))
+        t_resume = resumed_at(dst, t_switch)
         # Postcopy is over: the guest stops counting first touches
         ds.send("\n")
         t_close = time.time()
@@ -304,7 +329,11 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
             "total_time_ms": info.get("total-time"),
             "downtime_ms": info.get("downtime"),
             "precopy_s": round(t_switch - t0, 3),
-            "postcopy_s": round(t_done - t_switch, 3),
+            # From the command until the guest runs on the destination
+            # (the source acts on the command at the end of what it is
+            # sending, then the downtime), and from then to the end
+            "switch_s": round(t_resume - t_switch, 3),
+            "postcopy_s": round(t_done - t_resume, 3),
             "postcopy_bytes": ram.get("postcopy-bytes"),
             "postcopy_requests": ram.get("postcopy-requests"),
             "ram_total_bytes": ram.get("total"),
@@ -361,7 +390,7 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
         g2 = ds.last("t")
         res["stuck_threads"] = [i for i, (a, b) in enumerate(
             zip(g["per_thread"], g2["per_thread"])) if b <= a]
-        res["timeline"] = timeline((ss, ds), t_switch, t_done + 4)
+        res["timeline"] = timeline((ss, ds), t_resume, t_done + 4)
         res["full_speed_s"] = full_speed(res["timeline"])
         res.update({
             "guest_epoch": g["epoch"],
@@ -380,6 +409,12 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
             else round(g["stall_max_us"] / 1000, 1),
         })
         res["ok"] = g["corrupt"] == 0 and not res["stuck_threads"]
+        # After the guest's epoch: reading the events takes seconds
+        if os.environ.get("HGM_BENCH_PERF") == "sched":
+            res["sched"] = sched.summary(
+                os.path.join(work, "sched.perf.data"),
+                {"src": src.get_pid(), "dst": dst.get_pid()},
+                m_switch + t_resume - t_switch, m_done)
     except Skip as e:
         res["skipped"] = str(e)
     except Exception as e:
