@@ -9,10 +9,9 @@ import subprocess
 import tempfile
 import time
 
-from . import MIB, QEMU
+from . import MIB, QEMU, sched
 from .host import (HUGETLB_1G, HUGETLB_2M, THP_DIR, Net, fs_type, hugepages,
                    kernel_splits_hugetlb, thp_dir)
-from . import sched
 from .report import fmt, precopy_speed
 from .vm import BenchVM, wait_status
 
