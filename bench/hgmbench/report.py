@@ -6,6 +6,8 @@ import shutil
 import socket
 import subprocess
 
+from . import cputime
+
 
 def fmt_us(us):
     """A latency in µs, ms or s, three significant digits at most."""
@@ -231,6 +233,24 @@ def summary(results):
         bt = (r.get("dst_stats") or {}).get("postcopy-vcpu-blocktime")
         return None if bt is None else sum(bt)
 
+    def cpu_cell(rs):
+        # CPU on a core in postcopy besides the vCPUs, source / destination
+        if not any(r.get("cpu_ms") for r in rs):
+            return "-"
+        return " / ".join(
+            cell(rs, lambda r, side=side: cputime.split(
+                (r.get("cpu_ms") or {}).get(side, {}))[1] or None)
+            for side in ("src", "dst"))
+
+    def stalled_share(r):
+        # The guest's stall per second of postcopy and vCPU: near 1 when
+        # its vCPUs waited through all of postcopy (it can pass 1 a
+        # little: the guest's epoch ends after postcopy does)
+        bt = (r.get("dst_stats") or {}).get("postcopy-vcpu-blocktime")
+        if not bt or r.get("guest_stall_ms") is None or not r["postcopy_s"]:
+            return None
+        return r["guest_stall_ms"] / 1000 / r["postcopy_s"] / len(bt)
+
     def ratio_cell(rs, get):
         vals = [v for v in (get(r) for r in rs) if v is not None]
         if not vals:
@@ -262,24 +282,28 @@ def summary(results):
 
     out = ["", "Medians over the runs (range in brackets):", "",
            "| scenario | preempt | network | runs | postcopy | guest stall |"
-           " worst stall | back to 90 % speed | vCPU blocktime (sum) |"
-           " fault p50 | mean fault by request | requests |"
-           " requests per huge page | pieces requested / prefetched / bulk |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           " stalled share | worst stall | back to 90 % speed |"
+           " vCPU blocktime (sum) | fault p50 | mean fault by request |"
+           " requests | requests per huge page |"
+           " pieces requested / prefetched / bulk |"
+           " QEMUs' CPU besides vCPUs, source / destination |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (label, build, preempt, net), rs in groups.items():
         out.append("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |"
-                   " %s | %s | %s |"
+                   " %s | %s | %s | %s | %s |"
                    % (label + (" [%s]" % build if build else ""),
                       "on" if preempt else "off", net, len(rs),
                       cell(rs, lambda r: r["postcopy_s"], 1e6),
                       cell(rs, lambda r: r.get("guest_stall_ms")),
+                      ratio_cell(rs, stalled_share),
                       cell(rs, lambda r: r.get("guest_worst_stall_ms")),
                       cell(rs, lambda r: r.get("full_speed_s"), 1e6),
                       cell(rs, blocktime),
                       cell(rs, lambda r: r.get("qemu_fault_p50_us"), 1),
                       cell(rs, mean_by_request),
                       fmt(median(r.get("postcopy_requests") for r in rs)),
-                      ratio_cell(rs, per_huge_page), arrivals(rs)))
+                      ratio_cell(rs, per_huge_page), arrivals(rs),
+                      cpu_cell(rs)))
     return out
 
 

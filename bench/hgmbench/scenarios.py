@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import time
 
-from . import MIB, QEMU, sched
+from . import MIB, QEMU, cputime, sched
 from .host import (HUGETLB_1G, HUGETLB_2M, THP_DIR, Net, fs_type, hugepages,
                    kernel_splits_hugetlb, thp_dir)
 from .report import fmt, precopy_speed
@@ -304,15 +304,20 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
         ss.send("\n")
         ss.wait("armed", 60)
         perf = perf_start(work, (("src", src), ("dst", dst)))
+        cpu = cputime.Sampler({"src": src.get_pid(),
+                               "dst": dst.get_pid()}).start()
         t_switch, m_switch = time.time(), time.monotonic()
         src.cmd("migrate-start-postcopy")
         info = wait_status(src, ("completed", "failed"), args.timeout)
         t_done, m_done = time.time(), time.monotonic()
+        cpu.stop()
         perf_stop(perf)
         perf = []
         if info["status"] != "completed":
             raise RuntimeError("migration failed: %s" % info.get("error-desc"))
         t_resume = resumed_at(dst, t_switch)
+        # What each thread of the two QEMUs used on a core in postcopy
+        res["cpu_ms"] = cpu.between(t_resume, t_done)
         # Postcopy is over: the guest stops counting first touches
         ds.send("\n")
         t_close = time.time()
