@@ -1,9 +1,8 @@
 """CPU time of the QEMUs' threads through postcopy, from
 /proc/<pid>/task/<tid>/schedstat (nanoseconds on a core), sampled in the
-background.  On this host the vCPUs and the threads that move the memory
-share two cores, so what the migration costs in CPU is what the guest
-may wait for; unlike the guest's stall it barely varies between runs,
-and needs no perf."""
+background, without perf.  On this host the vCPUs and the threads that
+move the memory share two cores, so what the migration costs in CPU is
+time the guest may wait for a core."""
 import os
 import threading
 import time
