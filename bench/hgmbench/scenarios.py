@@ -493,12 +493,16 @@ def plan(scenarios, args):
     """The runs of @args: every scenario with every preempt setting over
     every network, with every build, statistics and prefetch setting,
     args.repeat times; the builds of one scenario one after the other, so
-    that they see the host in the same state."""
+    that they see the host in the same state, and in turn first in each
+    repeat, so that neither always runs after the other (a run leaves the
+    host's memory and caches in a state the next one starts from)."""
     prefetch = [parse_size(x) for x in args.prefetch.split(",") if x]
+    bs = builds(args)
     return [(s, p == "on", n, b, st == "on", pf, rep)
             for rep in range(args.repeat)
             for n in args.network.split(",") for s in scenarios
-            for p in args.preempt.split(",") for b in builds(args)
+            for p in args.preempt.split(",")
+            for b in bs[rep % len(bs):] + bs[:rep % len(bs)]
             for st in args.stats.split(",")
             for pf in (prefetch if s.hgm and prefetch else [None])]
 
