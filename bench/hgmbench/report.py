@@ -157,11 +157,14 @@ def sched_table(results):
            " them, from the scheduler's events (HGM_BENCH_PERF=sched):"
            " running, blocked for a page (userfaultfd), runnable but"
            " waiting for a core, blocked on a futex (the BQL, a lock, a"
-           " halted vCPU), anything else; and the CPU time of the threads"
-           " that move the memory.", "",
+           " halted vCPU), anything else; the longest that a vCPU waited"
+           " for a core at a time (a vCPU whose page arrived, or that was"
+           " preempted, but found both cores busy); and the CPU time of"
+           " the threads that move the memory.", "",
            "| scenario | preempt | postcopy | vCPUs ran | waited for pages |"
-           " waited for a core | futex | other | migration threads' CPU |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           " waited for a core | longest | futex | other |"
+           " migration threads' CPU |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
         sc = r["sched"]
         v = sc["dst_vcpus"]
@@ -171,11 +174,13 @@ def sched_table(results):
             for name, ms in sorted(sc.get(side + "_cpu_ms", {}).items())
             if name.startswith("mig/"))
         label = r["label"] + (" [%s]" % r["build"] if r.get("build") else "")
-        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        longest = v.get("core_max")
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             label, "on" if r["preempt"] else "off",
             fmt_us(1000 * sc["window_ms"]),
-            *(fmt_us(1000 * v[k]) for k in ("run", "page", "core", "futex",
-                                             "other")), mig))
+            *(fmt_us(1000 * v[k]) for k in ("run", "page", "core")),
+            "" if longest is None else fmt_us(1000 * longest),
+            *(fmt_us(1000 * v[k]) for k in ("futex", "other")), mig))
     return out
 
 

@@ -16,6 +16,8 @@ LINE = re.compile(r"\s*([\d.]+)\s+\[(\d+)\]\s+(.*?)\[(\d+)/(\d+)\]\s+"
                   r"([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S)\s*(.*)")
 
 KINDS = ("run", "page", "core", "futex", "other")
+# Not a kind: a thread's longest single stretch runnable without a core
+LONGEST = "core_max"
 
 
 def blocked_on(stack):
@@ -40,13 +42,15 @@ def thread_times(data, pid, t0, t1):
     the last 'sch delay' of which runnable.  The time off the core is
     what the thread went to sleep for when it last left its core (the
     state and call chain of its previous line): runnable (preempted),
-    then all of it is waiting for a core."""
+    then all of it is waiting for a core.  LONGEST: the longest single
+    such wait for a core."""
     out = subprocess.run(
         ["perf", "sched", "timehist", "-i", data, "--state",
          "--max-stack", "8"],
         capture_output=True, text=True, check=True).stdout
     last = {}
-    times = collections.defaultdict(lambda: dict.fromkeys(KINDS, 0.0))
+    times = collections.defaultdict(
+        lambda: dict.fromkeys(KINDS + (LONGEST,), 0.0))
     for line in out.splitlines():
         m = LINE.match(line)
         if not m or m.group(5) != str(pid):
@@ -62,11 +66,13 @@ def thread_times(data, pid, t0, t1):
             prev_state, prev_stack = last[tid]
             off = on - wait
             if prev_state == "R":
-                acc["core"] += clip(off, on, t0, t1) * 1e3
+                core = clip(off, on, t0, t1) * 1e3
             else:
                 acc[blocked_on(prev_stack)] += clip(off, on - sch,
                                                     t0, t1) * 1e3
-                acc["core"] += clip(on - sch, on, t0, t1) * 1e3
+                core = clip(on - sch, on, t0, t1) * 1e3
+            acc["core"] += core
+            acc[LONGEST] = max(acc[LONGEST], core)
         last[tid] = (state, stack)
     return {n: {k: round(v, 1) for k, v in kinds.items()}
             for n, kinds in times.items()}
@@ -75,7 +81,8 @@ def thread_times(data, pid, t0, t1):
 def summary(data, pids, t0, t1):
     """What the benchmark keeps of a run: for the destination (@pids
     {'src': pid, 'dst': pid}) the time of its vCPUs by kind, summed over
-    them, and for both sides the CPU time of every thread that ran."""
+    them, the longest that one of them waited for a core at a time, and
+    for both sides the CPU time of every thread that ran."""
     res = {"window_ms": round((t1 - t0) * 1e3, 1)}
     for side, pid in pids.items():
         times = thread_times(data, pid, t0, t1)
@@ -83,6 +90,8 @@ def summary(data, pids, t0, t1):
             vcpus = [k for n, k in times.items() if n.startswith("CPU ")]
             res["dst_vcpus"] = {kind: round(sum(k[kind] for k in vcpus), 1)
                                 for kind in KINDS}
+            res["dst_vcpus"][LONGEST] = max((k[LONGEST] for k in vcpus),
+                                            default=0.0)
         res[side + "_cpu_ms"] = {n: k["run"] for n, k in times.items()
                                  if k["run"] >= 1}
     return res
