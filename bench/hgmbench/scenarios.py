@@ -253,6 +253,11 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
     switch to postcopy, wait for completion, and measure.  A dict of the measurements; 'ok' False and 'error' when
     something failed."""
     work = tempfile.mkdtemp(prefix="hgm-bench-")
+    if os.environ.get("HGM_BENCH_TRACE"):
+        # QEMU's traces have wall-clock times, perf the monotonic clock
+        with open(os.path.join(work, "clock.json"), "w") as f:
+            json.dump({"wall_minus_monotonic":
+                       time.time() - time.monotonic()}, f)
     vms, files, perf = [], [], []
     src = dst = None
     res = {"scenario": sc.name, "label": sc.label, "hgm": sc.hgm,

@@ -16,7 +16,7 @@ LINE = re.compile(r"\s*([\d.]+)\s+\[(\d+)\]\s+(.*?)\[(\d+)/(\d+)\]\s+"
                   r"([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S)\s*(.*)")
 
 KINDS = ("run", "page", "core", "futex", "other")
-# Not a kind: a thread's longest single stretch runnable without a core
+# Not a kind: the longest single stretch runnable without a core
 LONGEST = "core_max"
 
 
@@ -34,48 +34,62 @@ def clip(a, b, t0, t1):
     return max(0.0, min(b, t1) - max(a, t0))
 
 
-def thread_times(data, pid, t0, t1):
-    """{thread name: {kind: ms}} for the threads of process @pid between
-    monotonic times @t0 and @t1, from perf.data file @data.  Each of
-    perf sched timehist's lines is a thread leaving its core: it ran for
-    'run time' before, and was off its core for 'wait time' before that,
-    the last 'sch delay' of which runnable.  The time off the core is
-    what the thread went to sleep for when it last left its core (the
-    state and call chain of its previous line): runnable (preempted),
-    then all of it is waiting for a core.  LONGEST: the longest single
-    such wait for a core."""
+def timelines(data):
+    """{(pid, thread name): [(start, end, kind)]}: what every thread did
+    when, in monotonic seconds, from perf.data file @data.  Each of perf
+    sched timehist's lines is a thread leaving its core: it ran for 'run
+    time' before, and was off its core for 'wait time' before that, the
+    last 'sch delay' of which runnable ('core').  The time off the core
+    is what the thread went to sleep for when it last left its core (the
+    state and call chain of its previous line, blocked_on()); when it
+    was preempted (runnable), all of it is waiting for a core."""
     out = subprocess.run(
         ["perf", "sched", "timehist", "-i", data, "--state",
          "--max-stack", "8"],
         capture_output=True, text=True, check=True).stdout
     last = {}
-    times = collections.defaultdict(
-        lambda: dict.fromkeys(KINDS + (LONGEST,), 0.0))
+    spans = collections.defaultdict(list)
     for line in out.splitlines():
         m = LINE.match(line)
-        if not m or m.group(5) != str(pid):
+        if not m:
             continue
-        t, _, name, tid, _, wait, sch, run, state, stack = m.groups()
+        t, _, name, tid, pid, wait, sch, run, state, stack = m.groups()
         t, wait, sch, run = (float(t), float(wait) / 1e3, float(sch) / 1e3,
                              float(run) / 1e3)
-        name = name.strip()
-        acc = times[name]
+        thread = spans[(pid, name.strip())]
         on = t - run
-        acc["run"] += clip(on, t, t0, t1) * 1e3
         if tid in last:
             prev_state, prev_stack = last[tid]
             off = on - wait
             if prev_state == "R":
-                core = clip(off, on, t0, t1) * 1e3
+                thread.append((off, on, "core"))
             else:
-                acc[blocked_on(prev_stack)] += clip(off, on - sch,
-                                                    t0, t1) * 1e3
-                core = clip(on - sch, on, t0, t1) * 1e3
-            acc["core"] += core
-            acc[LONGEST] = max(acc[LONGEST], core)
+                thread.append((off, on - sch, blocked_on(prev_stack)))
+                thread.append((on - sch, on, "core"))
+        thread.append((on, t, "run"))
         last[tid] = (state, stack)
-    return {n: {k: round(v, 1) for k, v in kinds.items()}
-            for n, kinds in times.items()}
+    return spans
+
+
+def time_in(spans, t0, t1):
+    """{kind: seconds} of @spans (of timelines()) between @t0 and @t1, and
+    under LONGEST the longest single wait for a core"""
+    acc = dict.fromkeys(KINDS, 0.0)
+    acc[LONGEST] = 0.0
+    for a, b, kind in spans:
+        d = clip(a, b, t0, t1)
+        acc[kind] += d
+        if kind == "core":
+            acc[LONGEST] = max(acc[LONGEST], d)
+    return acc
+
+
+def thread_times(spans, pid, t0, t1):
+    """{thread name: {kind: ms}} for the threads of process @pid between
+    monotonic times @t0 and @t1, from timelines() @spans"""
+    return {name: {k: round(v * 1e3, 1)
+                   for k, v in time_in(s, t0, t1).items()}
+            for (p, name), s in spans.items() if p == str(pid)}
 
 
 def summary(data, pids, t0, t1):
@@ -84,8 +98,9 @@ def summary(data, pids, t0, t1):
     them, the longest that one of them waited for a core at a time, and
     for both sides the CPU time of every thread that ran."""
     res = {"window_ms": round((t1 - t0) * 1e3, 1)}
+    spans = timelines(data)
     for side, pid in pids.items():
-        times = thread_times(data, pid, t0, t1)
+        times = thread_times(spans, pid, t0, t1)
         if side == "dst":
             vcpus = [k for n, k in times.items() if n.startswith("CPU ")]
             res["dst_vcpus"] = {kind: round(sum(k[kind] for k in vcpus), 1)
