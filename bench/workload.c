@@ -6,11 +6,15 @@
  * new epoch.  In it, it keeps the latency of the first access to each
  * page, which is where postcopy stalls a vCPU, until the next line (the
  * benchmark sends it when postcopy is over) closes the epoch.  The epoch
- * starts a few milliseconds before the switchover on purpose: the pause
- * itself cannot be seen from inside the guest (under TCG the guest's
- * clocks stop with the VM), and the pages first touched in that short
- * time on the source only dilute the histogram slightly.  It reports
- * JSON lines on stdout (the serial console):
+ * starts before the switchover: the pause itself cannot be seen from
+ * inside the guest (under TCG the guest's clocks stop with the VM), and
+ * the source may run the guest on for a while after it was told to
+ * switch.  So the closing line carries the cut: how long after the start
+ * of the epoch the guest stopped on the source (the benchmark knows it
+ * from the host's clock, which the guest's follows while it runs), and
+ * the report of a closed epoch counts only the stalls and first touches
+ * that ended after the cut: those of postcopy.  It reports JSON lines on
+ * stdout (the serial console):
  *
  *   {"ready": ...}            after filling the working set
  *   {"epoch": E, ...}         every second: the first-touch latency
@@ -21,6 +25,9 @@
  *                             every access of the epoch (not only first
  *                             touches) slower than STALL_US, their
  *                             number, summed time and the slowest
+ *                             (and, once the epoch is closed with a
+ *                             cut, "cut_us" and when after the cut the
+ *                             slowest began, "stall_max_at_ms")
  *   {"tick": S, "accesses": N}  every TICK_US in between: the seconds
  *                             since the start (to the millisecond: the
  *                             console may deliver these late and in
@@ -28,6 +35,9 @@
  *                             from them) and the accesses so far, for
  *                             the benchmark's timeline
  *   {"done": ...}             at the end
+ *
+ * The lines in: an empty line arms an epoch; the next line, empty or a
+ * number of microseconds (the cut), closes it.
  *
  * Usage: workload MIB MODE THREADS SECONDS
  *   MODE: random (uniform over all pages), seq (each thread walks its
@@ -40,6 +50,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +61,8 @@
 #include <unistd.h>
 
 #define PAGE 4096
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
 #define WORDS (PAGE / 8)
 #define BUCKETS 24
 /*
@@ -70,6 +83,19 @@ static _Atomic uint8_t *touched_epoch;  /* per page: last epoch touched */
 static atomic_uint_fast64_t hist[BUCKETS];
 static atomic_uint_fast64_t first_touches, accesses, corrupt, max_ns;
 static atomic_uint_fast64_t stalls, stall_ns, stall_max_ns;
+/*
+ * Every stall and every first touch of the epoch: the microsecond of the
+ * epoch it ended in and how long it took, for the cut (written after the
+ * access is timed; us 0: not written yet)
+ */
+struct event {
+    uint32_t end_us, us;
+};
+#define STALL_LOG (1u << 18)
+static struct event *stall_log, *touch_log;
+static atomic_uint_fast64_t nstall_log, ntouch_log;
+static atomic_uint_fast64_t epoch_t0_ns;
+static int64_t cut_us = -1;             /* of the closed epoch; -1: none */
 static atomic_int stop;
 #define MAX_THREADS 64
 static atomic_uint_fast64_t per_thread[MAX_THREADS];
@@ -100,6 +126,17 @@ static unsigned bucket(uint64_t ns)
 }
 
 /* Read and check page @p, then write its next version */
+static void log_event(struct event *log, atomic_uint_fast64_t *n,
+                      uint64_t max, uint64_t t1, uint64_t ns)
+{
+    uint64_t i = atomic_fetch_add(n, 1);
+
+    if (i < max) {
+        log[i].end_us = (t1 - atomic_load(&epoch_t0_ns)) / 1000;
+        log[i].us = ns / 1000;
+    }
+}
+
 static void access_page(uint64_t p)
 {
     uint64_t *w = mem + p * WORDS;
@@ -127,6 +164,7 @@ static void access_page(uint64_t p)
 
         atomic_fetch_add(&stalls, 1);
         atomic_fetch_add(&stall_ns, ns);
+        log_event(stall_log, &nstall_log, STALL_LOG, t1, ns);
         while (ns > m && !atomic_compare_exchange_weak(&stall_max_ns, &m, ns)) {
         }
     }
@@ -136,6 +174,7 @@ static void access_page(uint64_t p)
 
         atomic_fetch_add(&hist[bucket(ns)], 1);
         atomic_fetch_add(&first_touches, 1);
+        log_event(touch_log, &ntouch_log, npages, t1, ns);
         while (ns > m && !atomic_compare_exchange_weak(&max_ns, &m, ns)) {
         }
     }
@@ -172,16 +211,23 @@ static void *worker(void *opaque)
 /* A line on stdin starts an epoch, the next one closes it */
 static void *epoch_reader(void *opaque)
 {
+    int64_t num = -1;
     char c;
 
     while (read(0, &c, 1) == 1) {
+        if (c >= '0' && c <= '9') {
+            num = (num < 0 ? 0 : num * 10) + c - '0';
+            continue;
+        }
         if (c != '\n') {
             continue;
         }
         flockfile(stdout);
         if (atomic_load(&epoch) && !atomic_load(&closed)) {
+            cut_us = num;
             atomic_store(&closed, 1);
-            printf("{\"closed\": %d}\n", atomic_load(&epoch));
+            printf("{\"closed\": %d, \"cut_us\": %lld}\n",
+                   atomic_load(&epoch), (long long)cut_us);
         } else {
             for (int b = 0; b < BUCKETS; b++) {
                 atomic_store(&hist[b], 0);
@@ -191,10 +237,15 @@ static void *epoch_reader(void *opaque)
             atomic_store(&stalls, 0);
             atomic_store(&stall_ns, 0);
             atomic_store(&stall_max_ns, 0);
+            atomic_store(&nstall_log, 0);
+            atomic_store(&ntouch_log, 0);
+            cut_us = -1;
+            atomic_store(&epoch_t0_ns, now_ns());
             atomic_store(&closed, 0);
             atomic_fetch_add(&epoch, 1);
             printf("{\"armed\": %d}\n", atomic_load(&epoch));
         }
+        num = -1;
         fflush(stdout);
         funlockfile(stdout);
     }
@@ -208,21 +259,70 @@ static void *epoch_reader(void *opaque)
  */
 static void report(const char *kind, double secs)
 {
+    uint64_t ft = atomic_load(&first_touches), max_us = atomic_load(&max_ns);
+    uint64_t st = atomic_load(&stalls), st_us = atomic_load(&stall_ns);
+    uint64_t st_max_us = atomic_load(&stall_max_ns), st_max_end = 0;
+    uint64_t h[BUCKETS];
+    bool cut;
+
     flockfile(stdout);
+    /* Read under the stdio lock: the reader thread closes under it too */
+    cut = atomic_load(&closed) && cut_us >= 0;
+    for (int b = 0; b < BUCKETS; b++) {
+        h[b] = atomic_load(&hist[b]);
+    }
+    max_us /= 1000;
+    st_us /= 1000;
+    st_max_us /= 1000;
+    if (cut) {
+        /* The closed epoch from its cut on: from the logs */
+        uint64_t n = MIN(atomic_load(&nstall_log), STALL_LOG);
+
+        st = st_us = st_max_us = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            /* Of a stall that began before the cut, the part after it */
+            int64_t us = MIN((int64_t)stall_log[i].us,
+                             (int64_t)stall_log[i].end_us - cut_us);
+
+            if (stall_log[i].us && us > 0) {
+                st++;
+                st_us += us;
+                if ((uint64_t)us > st_max_us) {
+                    st_max_us = us;
+                    st_max_end = stall_log[i].end_us;
+                }
+            }
+        }
+        n = MIN(atomic_load(&ntouch_log), npages);
+        ft = max_us = 0;
+        memset(h, 0, sizeof(h));
+        for (uint64_t i = 0; i < n; i++) {
+            if (touch_log[i].us && touch_log[i].end_us >= cut_us) {
+                ft++;
+                h[bucket(touch_log[i].us * 1000ull)]++;
+                max_us = MAX(max_us, touch_log[i].us);
+            }
+        }
+    }
     printf("{\"%s\": %.1f, \"epoch\": %d, \"accesses\": %llu,"
            " \"first_touches\": %llu, \"corrupt\": %llu, \"max_us\": %llu,"
-           " \"stalls\": %llu, \"stall_us\": %llu, \"stall_max_us\": %llu,"
-           " \"hist_us_log2\": [", kind, secs, atomic_load(&epoch),
+           " \"stalls\": %llu, \"stall_us\": %llu, \"stall_max_us\": %llu,",
+           kind, secs, atomic_load(&epoch),
            (unsigned long long)atomic_load(&accesses),
-           (unsigned long long)atomic_load(&first_touches),
+           (unsigned long long)ft,
            (unsigned long long)atomic_load(&corrupt),
-           (unsigned long long)atomic_load(&max_ns) / 1000,
-           (unsigned long long)atomic_load(&stalls),
-           (unsigned long long)atomic_load(&stall_ns) / 1000,
-           (unsigned long long)atomic_load(&stall_max_ns) / 1000);
+           (unsigned long long)max_us,
+           (unsigned long long)st, (unsigned long long)st_us,
+           (unsigned long long)st_max_us);
+    if (cut) {
+        printf(" \"cut_us\": %lld, \"stall_max_at_ms\": %lld,"
+               " \"stall_log_full\": %d,", (long long)cut_us,
+               st_max_us ? (long long)(st_max_end - st_max_us - cut_us) /
+               1000 : -1, atomic_load(&nstall_log) > STALL_LOG);
+    }
+    printf(" \"hist_us_log2\": [");
     for (int b = 0; b < BUCKETS; b++) {
-        printf("%s%llu", b ? ", " : "",
-               (unsigned long long)atomic_load(&hist[b]));
+        printf("%s%llu", b ? ", " : "", (unsigned long long)h[b]);
     }
     printf("], \"per_thread\": [");
     for (unsigned t = 0; t < nthreads; t++) {
@@ -271,7 +371,15 @@ int main(int argc, char **argv)
     version = calloc(npages, sizeof(*version));
     touched_epoch = calloc(npages, 1);
     th = calloc(nthreads, sizeof(*th));
-    if (mem == MAP_FAILED || !version || !touched_epoch || !th) {
+    /* Populated now, so that they are the guest's before the epoch */
+    stall_log = mmap(NULL, STALL_LOG * sizeof(*stall_log),
+                     PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    touch_log = mmap(NULL, npages * sizeof(*touch_log),
+                     PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (mem == MAP_FAILED || !version || !touched_epoch || !th ||
+        stall_log == MAP_FAILED || touch_log == MAP_FAILED) {
         perror("workload: allocation");
         return 1;
     }

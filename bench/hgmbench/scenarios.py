@@ -195,15 +195,16 @@ def perf_stop(procs):
         p.wait(60)
 
 
-def resumed_at(vm, t_switch):
-    """When the guest started running on the destination @vm: the time of
-    its RESUME event after @t_switch (QEMU's, from the host's clock)."""
+def event_at(vm, event, t_switch):
+    """The time of @vm's first QMP @event after @t_switch (QEMU's, from the
+    host's clock): RESUME on the destination, when the guest started
+    running there; STOP on the source, when it stopped there."""
     for ev in vm.get_qmp_events(wait=False):
         ts = ev.get("timestamp", {})
         t = ts.get("seconds", 0) + ts.get("microseconds", 0) / 1e6
-        if ev.get("event") == "RESUME" and t >= t_switch:
+        if ev.get("event") == event and t >= t_switch:
             return t
-    raise RuntimeError("the destination reported no RESUME event")
+    raise RuntimeError("QEMU (%s) reported no %s event" % (vm._name, event))
 
 
 def timeline(serials, t_switch, t_end):
@@ -307,7 +308,8 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
                                % (status, args.precopy_secs))
         # Arm the guest's switchover detection, then switch
         ss.send("\n")
-        ss.wait("armed", 60)
+        armed = ss.wait("armed", 60)
+        t_armed = [t for t, o in ss.lines if o is armed][0]
         perf = perf_start(work, (("src", src), ("dst", dst)))
         cpu = cputime.Sampler({"src": src.get_pid(),
                                "dst": dst.get_pid()}).start()
@@ -320,11 +322,19 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
         perf = []
         if info["status"] != "completed":
             raise RuntimeError("migration failed: %s" % info.get("error-desc"))
-        t_resume = resumed_at(dst, t_switch)
+        t_resume = event_at(dst, "RESUME", t_switch)
+        # The guest's epoch counts from its cut: when it stopped on the
+        # source, in the epoch's time (the guest's clock follows the host's
+        # while it runs; the host read 'armed' a little after the guest
+        # wrote it, so the cut is early by that much, a millisecond or so)
+        t_stop = event_at(src, "STOP", t_switch)
+        cut_us = max(0, round((t_stop - t_armed) * 1e6))
+        res["epoch_cut_s"] = round(cut_us / 1e6, 3)
+        res["ran_on_source_s"] = round(t_stop - t_switch, 3)
         # What each thread of the two QEMUs used on a core in postcopy
         res["cpu_ms"] = cpu.between(t_resume, t_done)
         # Postcopy is over: the guest stops counting first touches
-        ds.send("\n")
+        ds.send("%d\n" % cut_us)
         t_close = time.time()
         dpid = dst.get_pid()
         res["huge_at_completion"] = huge_share(dpid, dpath, args.guest_mb)
@@ -383,7 +393,7 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
                     raise RuntimeError(
                         "the destination's guest had no open epoch: its"
                         " memory from before the switchover is lost")
-                ds.send("\n")
+                ds.send("%d\n" % cut_us)
         if closed is None:
             raise TimeoutError("guest did not report 'closed' in 90 s"
                                " (the line sent 3 times)")
@@ -393,6 +403,9 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
         epoch = closed["closed"]
         time.sleep(1.5)
         g = ds.last("t", lambda o: o["epoch"] == epoch)
+        if g.get("cut_us") != cut_us or g.get("stall_log_full"):
+            raise RuntimeError("the guest's report is not cut at %d us: %s"
+                               % (cut_us, json.dumps(g)[:200]))
         hist = g["hist_us_log2"]
         # Every vCPU thread of the workload still makes progress
         time.sleep(2)
@@ -416,6 +429,8 @@ def run_one(sc, preempt, net, args, accel, tag, binary=QEMU, stats=True,
             else round(g["stall_us"] / 1000, 1),
             "guest_worst_stall_ms": None if g.get("stall_max_us") is None
             else round(g["stall_max_us"] / 1000, 1),
+            # when, from the guest's stop on the source, the worst began
+            "guest_worst_stall_at_ms": g.get("stall_max_at_ms"),
         })
         res["ok"] = g["corrupt"] == 0 and not res["stuck_threads"]
         # After the guest's epoch: reading the events takes seconds
