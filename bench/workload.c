@@ -133,7 +133,7 @@ static void log_event(struct event *log, atomic_uint_fast64_t *n,
 
     if (i < max) {
         log[i].end_us = (t1 - atomic_load(&epoch_t0_ns)) / 1000;
-        log[i].us = ns / 1000;
+        log[i].us = MAX(ns / 1000, 1);  /* 0 is "not written yet" */
     }
 }
 
