@@ -125,7 +125,7 @@ static unsigned bucket(uint64_t ns)
     return b;
 }
 
-/* Read and check page @p, then write its next version */
+/* Note an event of the epoch ending at @t1 and taking @ns in @log[*@n] */
 static void log_event(struct event *log, atomic_uint_fast64_t *n,
                       uint64_t max, uint64_t t1, uint64_t ns)
 {
@@ -137,6 +137,7 @@ static void log_event(struct event *log, atomic_uint_fast64_t *n,
     }
 }
 
+/* Read and check page @p, then write its next version */
 static void access_page(uint64_t p)
 {
     uint64_t *w = mem + p * WORDS;
