@@ -95,7 +95,11 @@ def markdown(doc):
         " the guest's accesses per second (counted every 100 ms, averaged over"
         " half a second) stay at 90 %%"
         " or more of its speed in the last 2 s of precopy (the timeline in"
-        " the plot).  Log2 buckets, percentiles"
+        " the plot).  *Stopped*: QEMU's downtime, and the time from the"
+        " guest's stop on the source (its STOP event) to its start on the"
+        " destination (RESUME), which the guest's own clock does not see:"
+        " pages that loading the devices touches arrive in it, a whole"
+        " huge page each without HGM.  Log2 buckets, percentiles"
         " interpolated inside a bucket." % (
             doc["guest_mb"], doc["workload_mb"], doc["mode"], doc["vcpus"],
             doc["precopy_secs"], doc["precopy_bandwidth_mb"],
@@ -109,7 +113,8 @@ def markdown(doc):
     out += [
         "| scenario | preempt | network | faults | fault p50 | fault p99 |"
         " first touch p50 / p99 / max | guest stall / worst | vCPU blocktime |"
-        " postcopy | MiB/s | downtime | huge at end / 1 s / 5 s | corrupt |",
+        " postcopy | MiB/s | stopped: downtime / stop to resume |"
+        " huge at end / 1 s / 5 s | corrupt |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in doc["results"]:
         label = r["label"] + (" [%s]" % r["build"] if r.get("build") else "")
@@ -142,7 +147,10 @@ def markdown(doc):
                       "-" if bt is None else "/".join("%d" % b for b in bt)
                       + " ms",
                       fmt(r["postcopy_s"], " s", 2), fmt(r.get("postcopy_mbps")),
-                      fmt(r["downtime_ms"], " ms"), hs, r["corrupt"]))
+                      "%s / %s" % (fmt(r["downtime_ms"], " ms"),
+                                   "-" if stop_to_resume(r) is None
+                                   else fmt_us(1e6 * stop_to_resume(r))),
+                      hs, r["corrupt"]))
     out += summary(doc["results"])
     out += sched_table(doc["results"])
     return "\n".join(out) + "\n"
@@ -201,6 +209,14 @@ def precopy_speed(tl):
     timeline holds too little of precopy to tell."""
     before = [v for x, v in tl or [] if x < -0.2]
     return median(before) if len(before) >= 3 else None
+
+
+def stop_to_resume(r):
+    """Seconds from the guest's stop on the source to its start on the
+    destination, or None"""
+    if r.get("switch_s") is None or r.get("ran_on_source_s") is None:
+        return None
+    return max(0, r["switch_s"] - r["ran_on_source_s"])
 
 
 def summary(results):
@@ -288,18 +304,21 @@ def summary(results):
         return " / ".join(fmt(v) for v in vals)
 
     out = ["", "Medians over the runs (range in brackets):", "",
-           "| scenario | preempt | network | runs | postcopy | guest stall |"
+           "| scenario | preempt | network | runs | stop to resume |"
+           " postcopy | guest stall |"
            " stalled share | worst stall | back to 90 % speed |"
            " vCPU blocktime (sum) | fault p50 | mean fault by request |"
            " requests | requests per huge page |"
            " pieces requested / prefetched / bulk |"
            " QEMUs' CPU besides vCPUs, source / destination |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+           "---|"]
     for (label, build, preempt, net), rs in groups.items():
         out.append("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |"
-                   " %s | %s | %s | %s | %s |"
+                   " %s | %s | %s | %s | %s | %s |"
                    % (label + (" [%s]" % build if build else ""),
                       "on" if preempt else "off", net, len(rs),
+                      cell(rs, stop_to_resume, 1e6),
                       cell(rs, lambda r: r["postcopy_s"], 1e6),
                       cell(rs, lambda r: r.get("guest_stall_ms")),
                       ratio_cell(rs, stalled_share),
