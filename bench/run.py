@@ -103,6 +103,9 @@ def parse_args():
                     " to run each; QEMU's default when not given")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run everything this many times")
+    ap.add_argument("--warmup", type=int, choices=(0, 1), default=1,
+                    help="first a migration that does not count, of the"
+                    " first run (default 1; 0: none)")
     ap.add_argument("--test-rounds", type=int, default=0,
                     help="concurrency test instead of the benchmark:"
                     " postcopy with HGM this many times, with and without"
@@ -123,7 +126,7 @@ def nested(args):
     for k in list(NESTED_DEFAULTS) + ["preempt", "rate", "bandwidth_mb",
                                       "delay_us", "guest_mb", "mode",
                                       "precopy_secs", "run_secs", "stats",
-                                      "prefetch", "repeat"]:
+                                      "prefetch", "repeat", "warmup"]:
         if getattr(args, k) not in (None, ""):
             opts += ["--" + k.replace("_", "-"), str(getattr(args, k))]
     if any(":" in o or " " in o for o in opts):
@@ -131,7 +134,7 @@ def nested(args):
     # At most --timeout (and 5 minutes to start) for each run
     wanted = args.scenarios.split(",")
     runs = plan([s for s in SCENARIOS if s.name in wanted], args)
-    limit = len(runs) * (args.timeout + 300)
+    limit = (len(runs) + args.warmup) * (args.timeout + 300)
     # It boots the guest, runs this there with --host-ready, and writes
     # the report of what comes back with --report
     os.execv(os.path.join(TOP, "tests/hgm-kernel/run"),
@@ -181,11 +184,13 @@ def main():
     setup = contextlib.nullcontext() if args.host_ready else HostSetup(
         args.guest_mb, pages_2m(scenarios, args.guest_mb), n1g)
     with setup:
-        results = run_all(scenarios, args, accel)
+        results, warmup = run_all(scenarios, args, accel)
         hgm_kernel = kernel_splits_hugetlb()
 
     now = datetime.datetime.now()
     doc = report.document(args, accel, why, hgm_kernel, results, now)
+    if warmup:
+        doc["warmup"] = warmup
     report.write(doc, args.out, now)
     return 1 if any(r.get("ok") is False for r in results) else 0
 

@@ -104,6 +104,16 @@ def markdown(doc):
             doc["guest_mb"], doc["workload_mb"], doc["mode"], doc["vcpus"],
             doc["precopy_secs"], doc["precopy_bandwidth_mb"],
             doc["bandwidth_mb"]), ""]
+    w = doc.get("warmup")
+    if w:
+        out += ["A warm-up run, not counted, came first: %s, preempt %s%s"
+                " (the first migration after the host is set up has been"
+                " 3-4 times slower than the others)." % (
+                    w["label"], "on" if w["preempt"] else "off",
+                    ": postcopy %s s, guest stall %s ms" % (
+                        fmt(w["postcopy_s"], "", 2),
+                        fmt(w.get("guest_stall_ms")))
+                    if "postcopy_s" in w else ""), ""]
     if doc.get("nested_on"):
         out += ["**Nested TCG**: both QEMUs of every migration ran under TCG"
                 " inside a TCG guest of the kernel above, on %s.  Absolute"

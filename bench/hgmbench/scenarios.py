@@ -527,54 +527,67 @@ def plan(scenarios, args):
             for pf in (prefetch if s.hgm and prefetch else [None])]
 
 
+def run_planned(run, args, accel, tag, rid):
+    """One run of plan(), named @rid among them, after a line of progress
+    that starts with @tag; its result."""
+    sc, preempt, netkind, (bname, binary), stats, pf, rep = run
+    net = Net(netkind, args.rate, args.delay_us)
+    bname = ", ".join(x for x in (
+        bname, "" if stats else "no stats",
+        "" if pf is None else "prefetch %s" % (
+            "off" if pf == 0 else fmt_size(pf))) if x)
+    line = "%s %s%s, preempt %s, %s" % (
+        tag, sc.label, " [%s]" % bname if bname else "",
+        "on" if preempt else "off", net.label())
+    print(line + " ...", end="", flush=True)
+    t = time.time()
+    try:
+        sc.check(args.guest_mb)
+        with net:
+            r = run_one(sc, preempt, net, args, accel,
+                        "%d-%s" % (os.getpid(), rid), binary, stats, pf)
+            print(" [%s]" % net.label() if net.qdisc else "", end="",
+                  flush=True)
+    except Skip as e:
+        r = {"scenario": sc.name, "label": sc.label, "hgm": sc.hgm,
+             "preempt": preempt, "network": net.label(),
+             "skipped": str(e)}
+    except Exception as e:
+        r = {"scenario": sc.name, "label": sc.label, "hgm": sc.hgm,
+             "preempt": preempt, "network": net.label(),
+             "error": "%s: %s" % (type(e).__name__, e), "ok": False}
+    if bname:
+        r["build"] = bname
+    r["repeat"] = rep
+    if "skipped" in r:
+        print(" not run: " + r["skipped"], flush=True)
+    elif "error" in r:
+        print(" FAILED: " + r["error"], flush=True)
+    else:
+        print(" faults p50 %s us, p99 %s us, postcopy %.2f s, guest"
+              " stall %s ms (worst %s ms), huge %s (%.0f s)"
+              % (fmt(r.get("qemu_fault_p50_us"), "", 0),
+                 fmt(r.get("qemu_fault_p99_us")), r["postcopy_s"],
+                 fmt(r.get("guest_stall_ms")),
+                 fmt(r.get("guest_worst_stall_ms")),
+                 fmt(None if r["huge_after_1s"] is None
+                     else 100 * r["huge_after_1s"], "%"),
+                 time.time() - t), flush=True)
+    return r
+
+
 def run_all(scenarios, args, accel):
-    """The runs of plan(); a line of progress for each; the list of their
-    results."""
-    results = []
+    """The runs of plan(), each with a line of progress; the list of their
+    results, and the result of a warm-up run or None.  With --warmup the
+    first run of the plan runs once more before them and does not count:
+    the first migration after the host is set up was 3-4 times slower
+    than the others (postcopy 1.1-1.7 s against 0.3-0.5 s, the guest's
+    stall the same), and it was always the same scenario's."""
     runs = plan(scenarios, args)
-    for i, (sc, preempt, netkind, (bname, binary), stats, pf, rep) in \
-            enumerate(runs, 1):
-        net = Net(netkind, args.rate, args.delay_us)
-        bname = ", ".join(x for x in (
-            bname, "" if stats else "no stats",
-            "" if pf is None else "prefetch %s" % (
-                "off" if pf == 0 else fmt_size(pf))) if x)
-        line = "[%d/%d] %s%s, preempt %s, %s" % (
-            i, len(runs), sc.label, " [%s]" % bname if bname else "",
-            "on" if preempt else "off", net.label())
-        print(line + " ...", end="", flush=True)
-        t = time.time()
-        try:
-            sc.check(args.guest_mb)
-            with net:
-                r = run_one(sc, preempt, net, args, accel,
-                            "%d-%d" % (os.getpid(), i), binary, stats, pf)
-                print(" [%s]" % net.label() if net.qdisc else "", end="",
-                      flush=True)
-        except Skip as e:
-            r = {"scenario": sc.name, "label": sc.label, "hgm": sc.hgm,
-                 "preempt": preempt, "network": net.label(),
-                 "skipped": str(e)}
-        except Exception as e:
-            r = {"scenario": sc.name, "label": sc.label, "hgm": sc.hgm,
-                 "preempt": preempt, "network": net.label(),
-                 "error": "%s: %s" % (type(e).__name__, e), "ok": False}
-        if bname:
-            r["build"] = bname
-        r["repeat"] = rep
-        results.append(r)
-        if "skipped" in r:
-            print(" not run: " + r["skipped"], flush=True)
-        elif "error" in r:
-            print(" FAILED: " + r["error"], flush=True)
-        else:
-            print(" faults p50 %s us, p99 %s us, postcopy %.2f s, guest"
-                  " stall %s ms (worst %s ms), huge %s (%.0f s)"
-                  % (fmt(r.get("qemu_fault_p50_us"), "", 0),
-                     fmt(r.get("qemu_fault_p99_us")), r["postcopy_s"],
-                     fmt(r.get("guest_stall_ms")),
-                     fmt(r.get("guest_worst_stall_ms")),
-                     fmt(None if r["huge_after_1s"] is None
-                         else 100 * r["huge_after_1s"], "%"),
-                     time.time() - t), flush=True)
-    return results
+    warmup = None
+    if args.warmup and runs:
+        warmup = run_planned(runs[0], args, accel, "[warm-up]", "w")
+    results = [run_planned(run, args, accel, "[%d/%d]" % (i, len(runs)),
+                           str(i))
+               for i, run in enumerate(runs, 1)]
+    return results, warmup
