@@ -581,8 +581,8 @@ def run_all(scenarios, args, accel):
     results, and the result of a warm-up run or None.  With --warmup the
     first run of the plan runs once more before them and does not count:
     the first migration after the host is set up was 3-4 times slower
-    than the others (postcopy 1.1-1.7 s against 0.3-0.5 s, the guest's
-    stall the same), and it was always the same scenario's."""
+    than the others (postcopy 1.1-1.7 s against 0.3-0.5 s, and the
+    guest's stall with it), and it was always the same scenario's."""
     runs = plan(scenarios, args)
     warmup = None
     if args.warmup and runs:
