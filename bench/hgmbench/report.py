@@ -18,6 +18,11 @@ def fmt_us(us):
     return "%.3g µs" % us
 
 
+def fmt_s(s):
+    """Seconds, or None, as fmt_us() writes them"""
+    return "-" if s is None else fmt_us(1e6 * s)
+
+
 def fmt(v, unit="", nd=0):
     if v is None:
         return "-"
@@ -158,8 +163,7 @@ def markdown(doc):
                       + " ms",
                       fmt(r["postcopy_s"], " s", 2), fmt(r.get("postcopy_mbps")),
                       "%s / %s" % (fmt(r["downtime_ms"], " ms"),
-                                   "-" if stop_to_resume(r) is None
-                                   else fmt_us(1e6 * stop_to_resume(r))),
+                                   fmt_s(stop_to_resume(r))),
                       hs, r["corrupt"]))
     out += summary(doc["results"])
     out += sched_table(doc["results"])
