@@ -32,7 +32,7 @@ import signal
 import sys
 
 from hgmbench import GUEST, QEMU, TOP, concurrency, report
-from hgmbench.host import HostSetup, kernel_splits_hugetlb
+from hgmbench.host import HostSetup, kernel_splits_hugetlb, touch_hugepages
 from hgmbench.scenarios import SCENARIOS, pages_1g, pages_2m, plan, run_all
 from hgmbench.vm import probe_accel
 
@@ -184,6 +184,7 @@ def main():
     setup = contextlib.nullcontext() if args.host_ready else HostSetup(
         args.guest_mb, pages_2m(scenarios, args.guest_mb), n1g)
     with setup:
+        touched = touch_hugepages()
         results, warmup = run_all(scenarios, args, accel)
         hgm_kernel = kernel_splits_hugetlb()
 
@@ -191,6 +192,8 @@ def main():
     doc = report.document(args, accel, why, hgm_kernel, results, now)
     if warmup:
         doc["warmup"] = warmup
+    if touched:
+        doc["hugepages_touched"] = touched
     report.write(doc, args.out, now)
     return 1 if any(r.get("ok") is False for r in results) else 0
 

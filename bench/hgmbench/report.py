@@ -109,11 +109,22 @@ def markdown(doc):
             doc["guest_mb"], doc["workload_mb"], doc["mode"], doc["vcpus"],
             doc["precopy_secs"], doc["precopy_bandwidth_mb"],
             doc["bandwidth_mb"]), ""]
+    t = doc.get("hugepages_touched")
+    if t:
+        out += ["Before the first run every free huge page was faulted in"
+                " once and given back (%s): memory this machine's"
+                " hypervisor has not backed yet is many times slower to"
+                " touch the first time, which the first migration on"
+                " hugetlbfs paid for before." % ", ".join(
+                    "%d of %s in %.2f s" % (n, k.replace("2048K", "2 MiB")
+                                            .replace("1048576K", "1 GiB"),
+                                            secs)
+                    for k, (n, secs) in sorted(t.items())), ""]
     w = doc.get("warmup")
     if w:
         out += ["A warm-up run, not counted, came first: %s, preempt %s%s"
                 " (the first migration after the host is set up has been"
-                " 3-4 times slower than the others)." % (
+                " 3-7 times slower than the others)." % (
                     w["label"], "on" if w["preempt"] else "off",
                     ": postcopy %s s, guest stall %s ms" % (
                         fmt(w["postcopy_s"], "", 2),
