@@ -96,8 +96,9 @@ def touch_hugepages():
             continue
         path = os.path.join(mnt, "hgm-bench-touch-%d" % os.getpid())
         start = time.monotonic()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = -1
         try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
             os.unlink(path)
             os.posix_fallocate(fd, 0, free * size_kb * 1024)
         except OSError as e:
@@ -105,7 +106,8 @@ def touch_hugepages():
                   % (size_kb, mnt, e), flush=True)
             continue
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
         secs = time.monotonic() - start
         print("bench: touched %d free %d KiB huge pages in %.2f s"
               % (free, size_kb, secs), flush=True)
